@@ -1,0 +1,98 @@
+#pragma once
+// Batches: the unit in which data enters, moves through and leaves the engine.
+//
+// A Batch is a set of column views over memory someone else owns. `owner` keeps that memory
+// alive: for an imported batch it holds the producer's ArrowArray (released when the last
+// Batch, slice or exported array referring to it is gone); for a batch the engine built it holds
+// the engine's buffers. Copying or slicing a Batch never copies data.
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/types.h"
+
+namespace pao {
+
+// A view of one column's buffers. Element i of the view is element (offset + i) of the buffers,
+// as in the Arrow format, so a slice only changes `offset`.
+struct Column {
+  const uint8_t* validity = nullptr;  // bit i set = valid; nullptr = no nulls
+  const void* values = nullptr;       // fixed-width values, value bits, or string offsets
+  const uint8_t* data = nullptr;      // string bytes (utf8 / large_utf8 only)
+  int64_t offset = 0;
+  int64_t null_count = -1;            // -1 = not computed
+
+  bool is_valid(int64_t i) const noexcept {
+    if (validity == nullptr) return true;
+    const int64_t bit = offset + i;
+    return (validity[bit >> 3] >> (bit & 7)) & 1;
+  }
+  // True when the view may contain nulls (the null count is unknown or positive).
+  bool may_have_nulls() const noexcept { return validity != nullptr && null_count != 0; }
+  template <class T>
+  const T* typed() const noexcept {
+    return static_cast<const T*>(values) + offset;
+  }
+};
+
+class Batch {
+ public:
+  Batch() = default;
+  Batch(std::shared_ptr<const Schema> schema, int64_t num_rows, std::vector<Column> columns,
+        std::shared_ptr<const void> owner)
+      : schema_(std::move(schema)),
+        num_rows_(num_rows),
+        columns_(std::move(columns)),
+        owner_(std::move(owner)) {}
+
+  const std::shared_ptr<const Schema>& schema() const noexcept { return schema_; }
+  int64_t num_rows() const noexcept { return num_rows_; }
+  size_t num_columns() const noexcept { return columns_.size(); }
+  const Column& column(size_t i) const noexcept { return columns_[i]; }
+  const std::shared_ptr<const void>& owner() const noexcept { return owner_; }
+
+  // Rows [start, start + length) sharing this batch's buffers and owner. Never copies.
+  Batch slice(int64_t start, int64_t length) const;
+  // The same data under another schema of the same layout (e.g. differing only in nullability).
+  Batch with_schema(std::shared_ptr<const Schema> schema) const {
+    return Batch(std::move(schema), num_rows_, columns_, owner_);
+  }
+
+ private:
+  std::shared_ptr<const Schema> schema_;
+  int64_t num_rows_ = 0;
+  std::vector<Column> columns_;
+  std::shared_ptr<const void> owner_;
+};
+
+// A pull-based producer of batches that all share schema(). Every stage of the engine that
+// hands batches onwards (an imported stream, a merge, later a pipeline) is one, so stages compose
+// and the export to Arrow needs to know only this interface.
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  virtual const std::shared_ptr<const Schema>& schema() const noexcept = 0;
+  // The next batch, or nullopt at the end. Throws pao::Error on bad input; after a throw the
+  // source is failed and throws the same error again. Not thread-safe: one caller at a time.
+  virtual std::optional<Batch> next() = 0;
+};
+
+// 64-byte aligned, uninitialised memory the engine allocates for the batches it builds.
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(size_t size);
+  uint8_t* data() const noexcept { return data_.get(); }
+  size_t size() const noexcept { return size_; }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const noexcept { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> data_;
+  size_t size_ = 0;
+};
+
+}  // namespace pao

@@ -1,0 +1,23 @@
+#pragma once
+// Building new batches from rows of existing ones.
+#include <cstdint>
+#include <span>
+
+#include "core/batch.h"
+
+namespace pao {
+
+// Rows [start, start + length) of sources[source].
+struct Segment {
+  uint32_t source;
+  int64_t start;
+  int64_t length;
+};
+
+// Copies the rows the segments name, in segment order, into one new batch that owns its buffers.
+// Every source must have `schema`'s layout. Works column by column so the type dispatch happens
+// once per column, not once per row. Throws pao::Error if a utf8 column would pass 2 GiB.
+Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> sources,
+             std::span<const Segment> segments);
+
+}  // namespace pao

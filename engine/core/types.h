@@ -1,0 +1,79 @@
+#pragma once
+// The engine's logical types and schemas. Plain C++: nothing here knows the Arrow C structs;
+// engine/arrow translates between these and Arrow format strings.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pao {
+
+enum class TypeId : uint8_t {
+  kBool,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kUInt8,
+  kUInt16,
+  kUInt32,
+  kUInt64,
+  kFloat32,
+  kFloat64,
+  kDate32,
+  kTimestamp,
+  kUtf8,
+  kLargeUtf8,
+};
+
+enum class TimeUnit : uint8_t { kSecond, kMilli, kMicro, kNano };
+
+// How a column's values are laid out in memory; every kernel switches on this, not on TypeId.
+enum class Layout : uint8_t {
+  kBits,       // bool: one bit per value
+  kFixed,      // fixed-width values of byte_width() bytes
+  kOffsets32,  // utf8: int32 offsets + bytes
+  kOffsets64,  // large_utf8: int64 offsets + bytes
+};
+
+struct DataType {
+  TypeId id = TypeId::kInt64;
+  TimeUnit unit = TimeUnit::kSecond;  // only for kTimestamp
+  std::string timezone;               // only for kTimestamp; empty = naive
+
+  Layout layout() const noexcept;
+  // Bytes per value for Layout::kFixed, 0 otherwise.
+  int byte_width() const noexcept;
+  // True for the types a time column may have: timestamp, date32, int32, int64.
+  bool is_temporal_key() const noexcept;
+  // pyarrow's spelling, e.g. "timestamp[ms, tz=UTC]", used in every error message.
+  std::string to_string() const;
+
+  friend bool operator==(const DataType&, const DataType&) = default;
+};
+
+struct Field {
+  std::string name;
+  DataType type;
+  bool nullable = true;
+};
+
+struct Schema {
+  std::vector<Field> fields;
+
+  std::optional<size_t> find(std::string_view name) const;
+  // "a: int64, b: string" for messages.
+  std::string to_string() const;
+};
+
+// The first way `actual` differs from `expected` in column names, order or types (nullability
+// aside), worded for an error message such as "column 'v' has type int32; expected double", or
+// nullopt when they match.
+std::optional<std::string> schema_difference(const Schema& expected, const Schema& actual);
+
+// Renders a time value for an error message: timestamps and dates as ISO-8601 (UTC), integers as
+// they are. The raw integer is always included so users can search their data for it.
+std::string format_time_value(int64_t value, const DataType& type);
+
+}  // namespace pao

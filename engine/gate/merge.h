@@ -1,0 +1,29 @@
+#pragma once
+// Merging N time-sorted inputs into one stream in the merged order.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/batch.h"
+
+namespace pao::gate {
+
+struct MergeOptions {
+  std::string time_column;
+  // Rows per output batch the merge copies. Runs it emits as zero-copy slices may be longer.
+  int64_t batch_size = 65536;
+};
+
+// The merged order (docs/semantics.md): tuples by (time, input index, position in the input).
+// The returned source pulls its inputs lazily, one batch of one input at a time, and emits:
+//  - a zero-copy slice of an input batch for every run of rows that come consecutively from one
+//    input and are long enough (every run, with one input: a single input passes through);
+//  - otherwise new batches of up to batch_size rows gathered from the inputs.
+// It validates as it pulls, before any row of a batch is emitted: time never null, each input
+// sorted by time; it throws pao::Error naming input, row (0-based, counted across the input's
+// batches) and values. Construction checks that the time column exists, is temporal, and that
+// every input's schema equals input 0's. Sequential: the concurrent T-Gate must match it exactly.
+std::unique_ptr<BatchSource> make_merge(std::vector<std::unique_ptr<BatchSource>> inputs,
+                                        MergeOptions options);
+
+}  // namespace pao::gate

@@ -1,0 +1,221 @@
+// pyarrow_ops._engine: the nanobind bindings. Thin by design: convert, drop the GIL, forward.
+// The typed, documented API lives in the pyarrow_ops Python package.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "arrow/counting_stream.h"
+#include "arrow/export.h"
+#include "arrow/import.h"
+#include "core/error.h"
+#include "gate/merge.h"
+#include "python/py_iter_source.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace pao::python {
+namespace {
+
+// Wraps a C struct we filled in a PyCapsule that releases it (unless a consumer took ownership,
+// which sets release to nullptr) and frees it when Python drops the capsule.
+template <class T>
+nb::capsule to_capsule(std::unique_ptr<T> raw, const char* name) {
+  return nb::capsule(raw.release(), name, [](void* p) noexcept {
+    auto* s = static_cast<T*>(p);
+    if (s->release != nullptr) s->release(s);
+    delete s;
+  });
+}
+
+template <class T>
+T* from_capsule(nb::handle capsule, const char* name) {
+  void* p = PyCapsule_GetPointer(capsule.ptr(), name);
+  if (p == nullptr) throw nb::python_error();
+  return static_cast<T*>(p);
+}
+
+nb::capsule schema_capsule(const Schema& schema) {
+  auto raw = std::make_unique<ArrowSchema>();
+  arrow::export_schema(schema, raw.get());
+  return to_capsule(std::move(raw), "arrow_schema");
+}
+
+// A result or input stream held by Python: a BatchSource until it is consumed or closed.
+struct Stream {
+  std::unique_ptr<BatchSource> source;
+
+  BatchSource& get() {
+    if (!source) throw Error(ErrorKind::kUsage, "this stream was already consumed or closed");
+    return *source;
+  }
+  std::unique_ptr<BatchSource> take() {
+    get();
+    return std::move(source);
+  }
+};
+
+// One batch handed to Python; exports through __arrow_c_array__ without copying.
+struct BatchHandle {
+  Batch batch;
+};
+
+// Exception classes, created at import; their Python homes are in pyarrow_ops.errors.
+PyObject* g_error_classes[7] = {};
+
+PyObject* new_error(nb::module_& m, const char* name, PyObject* bases, const char* doc) {
+  std::string qualified = std::string("pyarrow_ops.errors.") + name;
+  PyObject* cls = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases, nullptr);
+  if (cls == nullptr) throw nb::python_error();
+  m.attr(name) = nb::handle(cls);
+  return cls;
+}
+
+void define_errors(nb::module_& m) {
+  PyObject* base = new_error(m, "PyArrowOpsError", PyExc_Exception,
+                             "Base class of every error pyarrow-ops raises.");
+  auto bases = [&](PyObject* other) { return nb::make_tuple(nb::handle(base), nb::handle(other)); };
+  nb::object invalid_bases = bases(PyExc_ValueError);
+  PyObject* invalid = new_error(m, "InvalidInputError", invalid_bases.ptr(),
+                                "An input or argument the engine cannot use as given.");
+  g_error_classes[static_cast<int>(ErrorKind::kInvalidInput)] = invalid;
+  nb::object type_bases = bases(PyExc_TypeError);
+  g_error_classes[static_cast<int>(ErrorKind::kUnsupportedType)] =
+      new_error(m, "UnsupportedTypeError", type_bases.ptr(),
+                "A column whose Arrow type pyarrow-ops does not support.");
+  g_error_classes[static_cast<int>(ErrorKind::kSchemaMismatch)] =
+      new_error(m, "SchemaMismatchError", type_bases.ptr(),
+                "Inputs, or batches of one input, whose schemas differ.");
+  g_error_classes[static_cast<int>(ErrorKind::kUnsorted)] =
+      new_error(m, "UnsortedInputError", invalid,
+                "An input not sorted by its time column; names input, row and values.");
+  g_error_classes[static_cast<int>(ErrorKind::kNullTime)] =
+      new_error(m, "NullTimeError", invalid, "A null in the time column; names input and row.");
+  nb::object runtime_bases = bases(PyExc_RuntimeError);
+  g_error_classes[static_cast<int>(ErrorKind::kInputFailed)] =
+      new_error(m, "InputFailedError", runtime_bases.ptr(),
+                "A producer reported an error while the engine read from it.");
+  g_error_classes[static_cast<int>(ErrorKind::kUsage)] =
+      new_error(m, "UsageError", runtime_bases.ptr(),
+                "The API used out of order, e.g. a result read twice.");
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const Error& e) {
+      PyErr_SetString(g_error_classes[static_cast<int>(e.kind())], e.what());
+    }
+  });
+}
+
+// Pulls one batch without the GIL. A Python error stored by a failed source is re-raised as a
+// copy, so raising it again on a later call still carries the original exception.
+std::optional<Batch> pull(BatchSource& source) {
+  try {
+    nb::gil_scoped_release nogil;
+    return source.next();
+  } catch (const nb::python_error& e) {
+    throw nb::python_error(e);
+  }
+}
+
+// The test producer as Python sees it: the counts, and the stream until it is exported.
+struct CountingStream {
+  std::shared_ptr<arrow::ReleaseCounts> counts = std::make_shared<arrow::ReleaseCounts>();
+  std::unique_ptr<ArrowArrayStream> stream;
+  ~CountingStream() {
+    if (stream && stream->release != nullptr) stream->release(stream.get());
+  }
+};
+
+}  // namespace
+}  // namespace pao::python
+
+using namespace pao;
+using namespace pao::python;
+
+NB_MODULE(_engine, m) {
+  m.doc() = "pyarrow-ops C++ engine (private; use the pyarrow_ops package).";
+  define_errors(m);
+
+  nb::class_<BatchHandle>(m, "Batch")
+      .def("__arrow_c_array__",
+           [](const BatchHandle& b, nb::handle /*requested_schema*/) {
+             auto array = std::make_unique<ArrowArray>();
+             arrow::export_batch(b.batch, array.get());
+             return nb::make_tuple(schema_capsule(*b.batch.schema()),
+                                   to_capsule(std::move(array), "arrow_array"));
+           },
+           "requested_schema"_a = nb::none())
+      .def_prop_ro("num_rows", [](const BatchHandle& b) { return b.batch.num_rows(); });
+
+  nb::class_<Stream>(m, "Stream")
+      .def("__arrow_c_schema__", [](Stream& s) { return schema_capsule(*s.get().schema()); })
+      .def("next_batch",
+           [](Stream& s) -> std::optional<BatchHandle> {
+             std::optional<Batch> b = pull(s.get());
+             if (!b) return std::nullopt;
+             return BatchHandle{std::move(*b)};
+           })
+      .def("export_stream",
+           [](Stream& s) {
+             auto raw = std::make_unique<ArrowArrayStream>();
+             arrow::export_stream(release_gil_while_pulling(s.take()), raw.get());
+             return to_capsule(std::move(raw), "arrow_array_stream");
+           })
+      .def("close", [](Stream& s) { s.source.reset(); })
+      .def_prop_ro("closed", [](const Stream& s) { return s.source == nullptr; });
+
+  m.def(
+      "stream_from_capsule",
+      [](nb::handle capsule, std::string label) {
+        auto* raw = from_capsule<ArrowArrayStream>(capsule, "arrow_array_stream");
+        return Stream{arrow::import_stream(raw, std::move(label))};
+      },
+      "capsule"_a, "label"_a, "Takes ownership of an 'arrow_array_stream' capsule's stream.");
+  m.def(
+      "stream_from_batches",
+      [](nb::handle schema, nb::handle iterator, std::string label) {
+        return Stream{make_py_iter_source(schema, iterator, std::move(label))};
+      },
+      "schema"_a, "iterator"_a, "label"_a,
+      "A stream over an iterator of objects with __arrow_c_array__, all with `schema`.");
+  m.def(
+      "merge",
+      [](std::vector<Stream*> inputs, std::string time, int64_t batch_size) {
+        std::vector<std::unique_ptr<BatchSource>> sources;
+        sources.reserve(inputs.size());
+        for (Stream* s : inputs) sources.push_back(s->take());
+        return Stream{gate::make_merge(std::move(sources), {std::move(time), batch_size})};
+      },
+      "inputs"_a, "time"_a, "batch_size"_a,
+      "Merges time-sorted streams by (time, input index, position); consumes the inputs.");
+  m.def("live_exports", &arrow::live_exports,
+        "Exported Arrow structs whose release callback has not run yet.");
+
+  nb::module_ testing = m.def_submodule("testing", "Tools for the test suite.");
+  nb::class_<CountingStream>(testing, "CountingStream")
+      .def(
+          "__init__",
+          [](CountingStream* self, nb::handle capsule, int64_t fail_after) {
+            new (self) CountingStream();
+            self->stream = std::make_unique<ArrowArrayStream>();
+            arrow::make_counting_stream(from_capsule<ArrowArrayStream>(capsule, "arrow_array_stream"),
+                                        self->counts, fail_after, self->stream.get());
+          },
+          "capsule"_a, "fail_after"_a = -1)
+      .def(
+          "__arrow_c_stream__",
+          [](CountingStream& self, nb::handle /*requested_schema*/) {
+            if (!self.stream) throw Error(ErrorKind::kUsage, "CountingStream already exported");
+            return to_capsule(std::move(self.stream), "arrow_array_stream");
+          },
+          "requested_schema"_a = nb::none())
+      .def_prop_ro("arrays_made", [](const CountingStream& s) { return s.counts->arrays_made(); })
+      .def_prop_ro("arrays_released",
+                   [](const CountingStream& s) { return s.counts->arrays_released(); })
+      .def_prop_ro("repeated_releases",
+                   [](const CountingStream& s) { return s.counts->repeated_releases(); })
+      .def_prop_ro("stream_releases",
+                   [](const CountingStream& s) { return s.counts->stream_releases(); });
+}

@@ -1,0 +1,108 @@
+#include "python/py_iter_source.h"
+
+#include "arrow/import.h"
+#include "arrow/owned.h"
+#include "core/error.h"
+
+namespace nb = nanobind;
+
+namespace pao::python {
+namespace {
+
+template <class T>
+T* capsule_pointer(nb::handle capsule, const char* name) {
+  void* p = PyCapsule_GetPointer(capsule.ptr(), name);
+  if (p == nullptr) throw nb::python_error();
+  return static_cast<T*>(p);
+}
+
+class PyIterSource final : public BatchSource {
+ public:
+  PyIterSource(nb::handle schema, nb::handle iterator, std::string label)
+      : iterator_(nb::borrow(iterator)), label_(std::move(label)) {
+    nb::object capsule = schema.attr("__arrow_c_schema__")();
+    try {
+      schema_ = std::make_shared<const Schema>(
+          arrow::import_schema(*capsule_pointer<ArrowSchema>(capsule, "arrow_schema")));
+    } catch (const Error& e) {
+      throw Error(e.kind(), label_ + ": " + e.what());
+    }
+  }
+
+  ~PyIterSource() override {
+    if (!Py_IsInitialized()) {
+      iterator_.release();  // the interpreter is gone: nothing to give back to
+      return;
+    }
+    nb::gil_scoped_acquire gil;
+    iterator_.reset();
+  }
+
+  const std::shared_ptr<const Schema>& schema() const noexcept override { return schema_; }
+
+  std::optional<Batch> next() override {
+    nb::gil_scoped_acquire gil;
+    if (!iterator_.is_valid()) return std::nullopt;
+    PyObject* item = PyIter_Next(iterator_.ptr());
+    if (item == nullptr) {
+      if (PyErr_Occurred()) throw nb::python_error();
+      iterator_.reset();  // the end: let the producer go now
+      return std::nullopt;
+    }
+    nb::object batch = nb::steal(item);
+    const int64_t index = batches_++;
+    nb::object pair = batch.attr("__arrow_c_array__")();
+    nb::handle schema_capsule = pair[0];
+    nb::handle array_capsule = pair[1];
+    auto* raw = capsule_pointer<ArrowArray>(array_capsule, "arrow_array");
+    // Own the array before anything can throw, so it is released exactly once on every path.
+    arrow::OwnedArray array(raw);
+    const std::string where = label_ + ", batch " + std::to_string(index);
+    Schema schema;
+    try {
+      schema = arrow::import_schema(*capsule_pointer<ArrowSchema>(schema_capsule, "arrow_schema"));
+    } catch (const Error& e) {
+      throw Error(e.kind(), where + ": " + e.what());
+    }
+    if (auto diff = schema_difference(*schema_, schema)) {
+      throw Error(ErrorKind::kSchemaMismatch,
+                  where + " does not match the input's first batch: " + *diff);
+    }
+    return arrow::import_batch(array.get(), schema_, where);
+  }
+
+ private:
+  nb::object iterator_;
+  std::string label_;
+  std::shared_ptr<const Schema> schema_;
+  int64_t batches_ = 0;
+};
+
+class GilReleasingSource final : public BatchSource {
+ public:
+  explicit GilReleasingSource(std::unique_ptr<BatchSource> inner) : inner_(std::move(inner)) {}
+  const std::shared_ptr<const Schema>& schema() const noexcept override { return inner_->schema(); }
+  std::optional<Batch> next() override {
+    if (Py_IsInitialized() && PyGILState_Check()) {
+      nb::gil_scoped_release nogil;
+      return inner_->next();
+    }
+    return inner_->next();
+  }
+
+ private:
+  std::unique_ptr<BatchSource> inner_;
+};
+
+}  // namespace
+
+std::unique_ptr<BatchSource> make_py_iter_source(nb::handle schema, nb::handle iterator,
+                                                 std::string label) {
+  return std::make_unique<PyIterSource>(schema, iterator, std::move(label));
+}
+
+std::unique_ptr<BatchSource> release_gil_while_pulling(std::unique_ptr<BatchSource> source) {
+  return std::make_unique<GilReleasingSource>(std::move(source));
+}
+
+}  // namespace pao::python

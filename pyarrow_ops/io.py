@@ -1,0 +1,201 @@
+"""Turning anything Arrow-shaped into engine inputs, and engine results into pyarrow and Polars.
+
+Nothing here copies column data, with one exception: ``string_view`` / ``binary_view`` columns
+(Polars' default export) are cast to ``large_string`` / ``large_binary`` batch by batch as the
+engine reads them, because the engine stores strings with offsets.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+import polars as pl
+import pyarrow as pa
+
+from pyarrow_ops import _engine
+
+
+@runtime_checkable
+class ArrowStreamExportable(Protocol):
+    """Anything with the Arrow PyCapsule stream protocol: pa.Table, pl.DataFrame, readers, ..."""
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
+
+
+@runtime_checkable
+class ArrowArrayExportable(Protocol):
+    """Anything with the Arrow PyCapsule array protocol, e.g. a pa.RecordBatch."""
+
+    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]: ...
+
+
+Input: TypeAlias = (
+    ArrowStreamExportable | ArrowArrayExportable | str | os.PathLike[str] | Iterable[Any]
+)
+"""One input: an Arrow stream or array object, a Parquet file path, or an iterable of batches."""
+
+_VIEW_REPLACEMENTS = {pa.string_view(): pa.large_string(), pa.binary_view(): pa.large_binary()}
+PARQUET_BATCH_ROWS = 65536
+
+
+def _without_views(schema: pa.Schema) -> pa.Schema | None:
+    """The schema with view types replaced, or None if it has none."""
+    if not any(f.type in _VIEW_REPLACEMENTS for f in schema):
+        return None
+    return pa.schema(
+        [f.with_type(_VIEW_REPLACEMENTS.get(f.type, f.type)) for f in schema], metadata=schema.metadata
+    )
+
+
+def _from_c_stream(obj: ArrowStreamExportable, label: str) -> _engine.Stream:
+    schema = pa.schema(obj) if hasattr(obj, "__arrow_c_schema__") else None
+    if schema is not None and _without_views(schema) is None:
+        return _engine.stream_from_capsule(obj.__arrow_c_stream__(), label)
+    # Schema unknown up front (e.g. pl.DataFrame) or with view types: read through pyarrow, which
+    # re-exports the same buffers, and cast lazily where needed.
+    reader = pa.RecordBatchReader.from_stream(obj)
+    target = _without_views(reader.schema)
+    if target is not None:
+        reader = reader.cast(target)
+    return _engine.stream_from_capsule(reader.__arrow_c_stream__(), label)
+
+
+def _from_parquet(path: str | os.PathLike[str], label: str) -> _engine.Stream:
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"{label}: no such Parquet file: {os.fspath(path)!r}") from e
+    return _engine.stream_from_batches(
+        pf.schema_arrow, pf.iter_batches(batch_size=PARQUET_BATCH_ROWS), label
+    )
+
+
+def _batches_of(items: Iterable[Any], label: str) -> Iterator[pa.RecordBatch]:
+    """Record batches from an iterable of batches and stream-like objects, views cast."""
+    for index, item in enumerate(items):
+        if isinstance(item, pa.RecordBatch) or hasattr(item, "__arrow_c_array__"):
+            batches: Iterable[pa.RecordBatch] = [pa.record_batch(item)]
+        elif hasattr(item, "__arrow_c_stream__"):
+            batches = pa.RecordBatchReader.from_stream(item)
+        else:
+            raise TypeError(
+                f"{label}, item {index}: expected a record batch (or any object with "
+                f"__arrow_c_array__ / __arrow_c_stream__), got {type(item).__name__}"
+            )
+        for batch in batches:
+            target = _without_views(batch.schema)
+            yield batch if target is None else batch.cast(target)
+
+
+def _from_iterable(items: Iterable[Any], label: str) -> _engine.Stream:
+    batches = _batches_of(items, label)
+    try:
+        first = next(batches)
+    except StopIteration:
+        raise _engine.InvalidInputError(
+            f"{label} is an empty iterable: it has no batch to take a schema from; pass an "
+            "empty pyarrow.Table or RecordBatchReader to give an empty input its schema"
+        ) from None
+    return _engine.stream_from_batches(first.schema, itertools.chain([first], batches), label)
+
+
+def as_stream(obj: Input, index: int) -> _engine.Stream:
+    """Wraps input number ``index`` as an engine stream, to be read lazily, batch by batch."""
+    label = f"input {index}"
+    if isinstance(obj, (str, os.PathLike)):
+        return _from_parquet(obj, label)
+    if hasattr(obj, "__arrow_c_stream__"):
+        return _from_c_stream(obj, label)
+    if hasattr(obj, "__arrow_c_array__"):
+        return _from_iterable([obj], label)
+    if isinstance(obj, Iterable) and not isinstance(obj, (bytes, bytearray, dict)):
+        return _from_iterable(obj, label)
+    raise TypeError(
+        f"{label}: cannot read a {type(obj).__name__}; pass an Arrow table, record batch, "
+        "reader, Polars DataFrame, Parquet path, or an iterable of record batches"
+    )
+
+
+def as_input_list(inputs: Input | Iterable[Input]) -> list[Input]:
+    """One Arrow object or path means one input; otherwise a list (or tuple) of inputs."""
+    if isinstance(inputs, (str, os.PathLike)) or hasattr(inputs, "__arrow_c_stream__") or hasattr(
+        inputs, "__arrow_c_array__"
+    ):
+        return [inputs]
+    if isinstance(inputs, (list, tuple)):
+        return list(inputs)
+    raise TypeError(
+        f"inputs must be a list of inputs (or a single Arrow object or path), got {type(inputs).__name__}"
+    )
+
+
+class Result:
+    """The output of an engine operation: a lazy, single-pass stream of record batches.
+
+    Work happens as you read. Read it once, by any one of: iterating (record batches),
+    :meth:`to_arrow`, :meth:`to_polars`, :meth:`to_reader`, or handing it to anything that takes
+    the Arrow PyCapsule stream protocol (``pa.table(result)``, ``pl.DataFrame(result)``,
+    ``pa.RecordBatchReader.from_stream(result)``). Output batches share memory with the engine
+    and, where they pass through unchanged, with your inputs: nothing is copied on the way out.
+    ``close()`` (or leaving a ``with`` block) stops the work and releases every input at once.
+
+    >>> import pyarrow as pa, pyarrow_ops as po
+    >>> with po.merge([pa.table({"t": [1, 3]}), pa.table({"t": [2]})], time="t") as result:
+    ...     result.to_arrow()["t"].to_pylist()
+    [1, 2, 3]
+    """
+
+    def __init__(self, native: _engine.Stream) -> None:
+        self._native = native
+        self._schema = pa.schema(native)
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The schema every output batch has."""
+        return self._schema
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """Exports the (unread) result as an ``arrow_array_stream`` PyCapsule. Casting to a
+        requested schema is not supported; the request is ignored, as the protocol allows."""
+        return self._native.export_stream()
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        native = self._native
+        while (batch := native.next_batch()) is not None:
+            yield pa.record_batch(batch)
+
+    def to_arrow(self) -> pa.Table:
+        """Reads the whole result into a pyarrow Table (one chunk per output batch)."""
+        return pa.Table.from_batches(list(self), schema=self._schema)
+
+    def to_polars(self) -> pl.DataFrame:
+        """Reads the whole result into a Polars DataFrame; numeric columns are not copied."""
+        return pl.from_arrow(self.to_arrow(), rechunk=False)  # type: ignore[return-value]
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        """The result as a pyarrow RecordBatchReader (consumes this result)."""
+        return pa.RecordBatchReader.from_stream(self)
+
+    def close(self) -> None:
+        """Stops the work and releases the inputs and any unread data. Idempotent."""
+        self._native.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once the result was read out, exported or closed."""
+        return self._native.closed
+
+    def __enter__(self) -> Result:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "unread"
+        return f"<pyarrow_ops.Result ({state}) {self._schema.to_string(show_schema_metadata=False)!r}>"
