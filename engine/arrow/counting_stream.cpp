@@ -1,51 +1,65 @@
 #include "arrow/counting_stream.h"
 
 #include <cerrno>
+#include <mutex>
+#include <vector>
+
+#include "arrow/owned.h"
 
 namespace pao::arrow {
+namespace {
 
-// Private access to the counters for the callbacks below.
-struct CountingAccess {
-  static void record_release(ArrowArray* a) {
-    auto* rec = static_cast<ReleaseCounts::Record*>(a->private_data);
-    ReleaseCounts& counts = *rec->counts;
-    std::lock_guard lock(counts.mutex_);
-    if (rec->released) {
-      counts.repeated_.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    rec->released = true;
-    rec->original.reset();
-    counts.arrays_released_.fetch_add(1, std::memory_order_relaxed);
-    a->release = nullptr;
-  }
-
-  static void wrap(ReleaseCounts& counts, ArrowArray* array) {
-    auto rec = std::make_unique<ReleaseCounts::Record>();
-    rec->original = OwnedArray(array);  // array->release is now nullptr; we refill it below
-    rec->counts = &counts;
-    *array = *rec->original.get();      // same buffers, children and lengths
-    array->release = &record_release;
-    array->private_data = rec.get();
-    std::lock_guard lock(counts.mutex_);
-    counts.records_.push_back(std::move(rec));
-    counts.arrays_made_.fetch_add(1, std::memory_order_relaxed);
-  }
-
-  static void count_stream_release(ReleaseCounts& counts) {
-    counts.stream_releases_.fetch_add(1, std::memory_order_relaxed);
-  }
+// One handed-out array: the producer's original, released by the first release call.
+struct Record {
+  OwnedArray original;
+  std::shared_ptr<ReleaseCounts> counts;
+  std::atomic<bool> released{false};
 };
 
-ReleaseCounts::~ReleaseCounts() = default;  // releases what a leaky consumer never released
+// Every Record ever made, kept until exit (see the header). Guarded by registry_mutex().
+std::vector<std::unique_ptr<Record>>& registry() {
+  static auto* records = new std::vector<std::unique_ptr<Record>>();  // never destroyed: arrays
+  return *records;                                                    // may be released at exit
+}
+std::mutex& registry_mutex() {
+  static auto* m = new std::mutex();
+  return *m;
+}
 
-namespace {
+void record_release(ArrowArray* a) {
+  auto* rec = static_cast<Record*>(a->private_data);
+  // acq_rel: the first caller's release of the original happens-before any later caller's
+  // observation of `true`, which then touches nothing but the counter.
+  if (rec->released.exchange(true, std::memory_order_acq_rel)) {
+    rec->counts->repeated_releases.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  rec->original.reset();  // no lock held: this may run arbitrary producer code
+  rec->counts->arrays_released.fetch_add(1, std::memory_order_relaxed);
+  a->release = nullptr;
+}
+
+void wrap(const std::shared_ptr<ReleaseCounts>& counts, ArrowArray* array) {
+  auto rec = std::make_unique<Record>();
+  rec->original = OwnedArray(array);  // array->release is now nullptr; refilled below
+  rec->counts = counts;
+  *array = *rec->original.get();      // the same buffers, children and lengths
+  array->release = &record_release;
+  array->private_data = rec.get();
+  {
+    std::lock_guard lock(registry_mutex());
+    registry().push_back(std::move(rec));
+  }
+  counts->arrays_made.fetch_add(1, std::memory_order_relaxed);
+}
 
 struct CountingStream {
   OwnedStream inner;
   std::shared_ptr<ReleaseCounts> counts;
   int64_t fail_after;
   int64_t handed_out = 0;
+
+  bool failing() const { return fail_after >= 0 && handed_out >= fail_after; }
 };
 
 int counting_get_schema(ArrowArrayStream* s, ArrowSchema* out) {
@@ -55,24 +69,24 @@ int counting_get_schema(ArrowArrayStream* s, ArrowSchema* out) {
 
 int counting_get_next(ArrowArrayStream* s, ArrowArray* out) {
   auto* cs = static_cast<CountingStream*>(s->private_data);
-  if (cs->fail_after >= 0 && cs->handed_out >= cs->fail_after) return EIO;
+  if (cs->failing()) return EIO;
   if (int rc = cs->inner->get_next(cs->inner.get(), out); rc != 0) return rc;
   if (out->release == nullptr) return 0;
-  CountingAccess::wrap(*cs->counts, out);
+  wrap(cs->counts, out);
   ++cs->handed_out;
   return 0;
 }
 
 const char* counting_get_last_error(ArrowArrayStream* s) {
   auto* cs = static_cast<CountingStream*>(s->private_data);
-  if (cs->fail_after >= 0 && cs->handed_out >= cs->fail_after) return "injected producer failure";
+  if (cs->failing()) return "injected producer failure";
   return cs->inner->get_last_error(cs->inner.get());
 }
 
 void counting_release(ArrowArrayStream* s) {
   if (s->release == nullptr) return;
   auto* cs = static_cast<CountingStream*>(s->private_data);
-  CountingAccess::count_stream_release(*cs->counts);
+  cs->counts->stream_releases.fetch_add(1, std::memory_order_relaxed);
   delete cs;
   s->release = nullptr;
 }
@@ -81,7 +95,7 @@ void counting_release(ArrowArrayStream* s) {
 
 void make_counting_stream(ArrowArrayStream* inner, std::shared_ptr<ReleaseCounts> counts,
                           int64_t fail_after, ArrowArrayStream* out) {
-  auto cs = new CountingStream{OwnedStream(inner), std::move(counts), fail_after};
+  auto* cs = new CountingStream{OwnedStream(inner), std::move(counts), fail_after};
   out->get_schema = &counting_get_schema;
   out->get_next = &counting_get_next;
   out->get_last_error = &counting_get_last_error;

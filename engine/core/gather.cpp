@@ -24,57 +24,88 @@ struct OwnedBuffers {
   }
 };
 
+// Per-source pointers of one column, resolved once per column rather than once per segment.
+struct SourceColumn {
+  const uint8_t* validity;  // nullptr when the source column has no nulls
+  const void* values;
+  const uint8_t* data;
+  int64_t offset;
+};
+
+std::vector<SourceColumn> resolve(std::span<const Batch> sources, size_t col) {
+  std::vector<SourceColumn> out;
+  out.reserve(sources.size());
+  for (const Batch& b : sources) {
+    const Column& c = b.column(col);
+    out.push_back({c.may_have_nulls() ? c.validity : nullptr, c.values, c.data, c.offset});
+  }
+  return out;
+}
+
 template <class T>
-void gather_fixed(std::span<const Batch> sources, std::span<const Segment> segments, size_t col,
-                  T* out) {
+void gather_fixed(std::span<const SourceColumn> src, std::span<const Segment> segments, T* out) {
+  std::vector<const T*> base(src.size());
+  for (size_t i = 0; i < src.size(); ++i) base[i] = static_cast<const T*>(src[i].values) + src[i].offset;
   for (const Segment& s : segments) {
-    const T* src = sources[s.source].column(col).typed<T>() + s.start;
+    const T* from = base[s.source] + s.start;
     if (s.length == 1) {
-      *out++ = *src;  // the common case when inputs interleave finely: no memcpy call
+      *out++ = *from;  // the common case when inputs interleave finely: no memcpy call
     } else {
-      std::memcpy(out, src, static_cast<size_t>(s.length) * sizeof(T));
+      std::memcpy(out, from, static_cast<size_t>(s.length) * sizeof(T));
       out += s.length;
     }
   }
 }
 
-void gather_bits(std::span<const Batch> sources, std::span<const Segment> segments, size_t col,
-                 uint8_t* out) {
+// Copies bits, e.g. bool values or validity, and returns how many copied bits were 0. A source
+// without a bitmap (`bits` == nullptr) counts as all ones.
+int64_t gather_bitmap(std::span<const SourceColumn> src, std::span<const Segment> segments,
+                      bool validity, uint8_t* out) {
   int64_t o = 0;
+  int64_t zeros = 0;
   for (const Segment& s : segments) {
-    const Column& c = sources[s.source].column(col);
-    const auto* bits = static_cast<const uint8_t*>(c.values);
-    for (int64_t i = 0; i < s.length; ++i) set_bit(out, o++, get_bit(bits, c.offset + s.start + i));
+    const SourceColumn& c = src[s.source];
+    const auto* bits = validity ? c.validity : static_cast<const uint8_t*>(c.values);
+    if (bits == nullptr) {
+      for (int64_t i = 0; i < s.length; ++i) set_bit(out, o++, true);
+      continue;
+    }
+    for (int64_t i = c.offset + s.start, e = i + s.length; i < e; ++i) {
+      const bool v = get_bit(bits, i);
+      set_bit(out, o++, v);
+      zeros += !v;
+    }
   }
+  return zeros;
 }
 
 template <class Offset>
-void gather_strings(std::span<const Batch> sources, std::span<const Segment> segments, size_t col,
+void gather_strings(std::span<const SourceColumn> src, std::span<const Segment> segments,
                     const std::string& name, int64_t num_rows, OwnedBuffers& owned, Column& out) {
+  std::vector<const Offset*> base(src.size());
+  for (size_t i = 0; i < src.size(); ++i) base[i] = static_cast<const Offset*>(src[i].values) + src[i].offset;
   int64_t total = 0;
   for (const Segment& s : segments) {
-    const Offset* offs = sources[s.source].column(col).typed<Offset>() + s.start;
+    const Offset* offs = base[s.source] + s.start;
     total += static_cast<int64_t>(offs[s.length] - offs[0]);
   }
   if (total > static_cast<int64_t>(std::numeric_limits<Offset>::max())) {
     throw Error(ErrorKind::kInvalidInput,
-                "column '" + name + "' holds more than 2 GiB of string data in one output batch; pass a smaller "
-                    "batch_size or use large_string");
+                "column '" + name + "' holds more than 2 GiB of string data in one output batch; "
+                "pass a smaller batch_size or use large_string");
   }
   auto* offsets = reinterpret_cast<Offset*>(owned.add((num_rows + 1) * sizeof(Offset), false));
   uint8_t* bytes = owned.add(static_cast<size_t>(total), false);
   Offset pos = 0;
-  int64_t row = 0;
-  offsets[0] = 0;
+  Offset* next = offsets;
+  *next++ = 0;
   for (const Segment& s : segments) {
-    const Column& c = sources[s.source].column(col);
-    const Offset* offs = c.typed<Offset>() + s.start;
-    const Offset base = offs[0];
-    const auto len = static_cast<size_t>(offs[s.length] - base);
-    std::memcpy(bytes + pos, c.data + base, len);
-    for (int64_t i = 1; i <= s.length; ++i) offsets[row + i] = pos + (offs[i] - base);
+    const Offset* offs = base[s.source] + s.start;
+    const Offset first = offs[0];
+    const auto len = static_cast<size_t>(offs[s.length] - first);
+    std::memcpy(bytes + pos, src[s.source].data + first, len);
+    for (int64_t i = 1; i <= s.length; ++i) *next++ = pos + (offs[i] - first);
     pos += static_cast<Offset>(len);
-    row += s.length;
   }
   out.values = offsets;
   out.data = bytes;
@@ -93,20 +124,13 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
 
   for (size_t col = 0; col < columns.size(); ++col) {
     Column& out = columns[col];
+    const std::vector<SourceColumn> src = resolve(sources, col);
     out.null_count = 0;
     bool any_nulls = false;
-    for (const Segment& s : segments) any_nulls |= sources[s.source].column(col).may_have_nulls();
+    for (const Segment& seg : segments) any_nulls |= src[seg.source].validity != nullptr;
     if (any_nulls) {
       uint8_t* validity = owned->add(bitmap_bytes, true);
-      int64_t o = 0;
-      for (const Segment& s : segments) {
-        const Column& c = sources[s.source].column(col);
-        for (int64_t i = 0; i < s.length; ++i, ++o) {
-          const bool valid = c.is_valid(s.start + i);
-          set_bit(validity, o, valid);
-          out.null_count += !valid;
-        }
-      }
+      out.null_count = gather_bitmap(src, segments, true, validity);
       out.validity = validity;
     }
 
@@ -114,26 +138,26 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
     switch (type.layout()) {
       case Layout::kBits: {
         uint8_t* bits = owned->add(bitmap_bytes, true);
-        gather_bits(sources, segments, col, bits);
+        gather_bitmap(src, segments, false, bits);
         out.values = bits;
         break;
       }
       case Layout::kFixed: {
         uint8_t* values = owned->add(static_cast<size_t>(num_rows) * type.byte_width(), false);
         switch (type.byte_width()) {
-          case 1: gather_fixed(sources, segments, col, values); break;
-          case 2: gather_fixed(sources, segments, col, reinterpret_cast<uint16_t*>(values)); break;
-          case 4: gather_fixed(sources, segments, col, reinterpret_cast<uint32_t*>(values)); break;
-          default: gather_fixed(sources, segments, col, reinterpret_cast<uint64_t*>(values)); break;
+          case 1: gather_fixed(std::span(src), segments, values); break;
+          case 2: gather_fixed(std::span(src), segments, reinterpret_cast<uint16_t*>(values)); break;
+          case 4: gather_fixed(std::span(src), segments, reinterpret_cast<uint32_t*>(values)); break;
+          default: gather_fixed(std::span(src), segments, reinterpret_cast<uint64_t*>(values)); break;
         }
         out.values = values;
         break;
       }
       case Layout::kOffsets32:
-        gather_strings<int32_t>(sources, segments, col, schema->fields[col].name, num_rows, *owned, out);
+        gather_strings<int32_t>(src, segments, schema->fields[col].name, num_rows, *owned, out);
         break;
       case Layout::kOffsets64:
-        gather_strings<int64_t>(sources, segments, col, schema->fields[col].name, num_rows, *owned, out);
+        gather_strings<int64_t>(src, segments, schema->fields[col].name, num_rows, *owned, out);
         break;
     }
   }

@@ -64,7 +64,7 @@ class Merge final : public BatchSource {
     for (size_t i = 0; i < inputs.size(); ++i) cursors_[i].source = std::move(inputs[i]);
     // One input: every run is the whole batch, so each batch passes through untouched. Several:
     // only long runs are worth a separate (zero-copy) batch; short ones are gathered together.
-    slice_rows_ = cursors_.size() == 1 ? 1 : std::max<int64_t>(1, options_.batch_size / 16);
+    slice_rows_ = cursors_.size() == 1 ? 1 : std::max<int64_t>(2, options_.batch_size / 16);
   }
 
   const std::shared_ptr<const Schema>& schema() const noexcept override { return schema_; }
@@ -79,21 +79,26 @@ class Merge final : public BatchSource {
       heap_.clear();
       sources_.clear();
       pending_.reset();
+      deferred_.reset();
       throw;
     }
   }
 
  private:
-  // The merged order on the inputs' current rows: (time, input index); position is implicit.
-  bool less(uint32_t a, uint32_t b) const noexcept {
-    const int64_t ta = cursors_[a].times[cursors_[a].pos];
-    const int64_t tb = cursors_[b].times[cursors_[b].pos];
-    return ta < tb || (ta == tb && a < b);
+  // An input's current row as a heap entry. The time is cached here so the heap compares
+  // without touching the cursors.
+  struct Head {
+    int64_t time;
+    uint32_t input;
+  };
+  // The merged order: (time, input index); position is implicit, as each input is in order.
+  static bool less(const Head& a, const Head& b) noexcept {
+    return a.time < b.time || (a.time == b.time && a.input < b.input);
   }
 
   void sift_down(size_t k) noexcept {
     const size_t n = heap_.size();
-    const uint32_t x = heap_[k];
+    const Head x = heap_[k];
     for (;;) {
       const size_t l = 2 * k + 1;
       if (l >= n) break;
@@ -107,7 +112,7 @@ class Merge final : public BatchSource {
 
   void start() {
     for (uint32_t i = 0; i < cursors_.size(); ++i) {
-      if (pull(i)) heap_.push_back(i);
+      if (pull(i)) heap_.push_back({cursors_[i].times[0], i});
     }
     for (size_t k = heap_.size() / 2; k-- > 0;) sift_down(k);
     started_ = true;
@@ -174,10 +179,9 @@ class Merge final : public BatchSource {
   int64_t run_end(uint32_t i) const noexcept {
     const Cursor& c = cursors_[i];
     if (heap_.size() == 1) return c.end;
-    uint32_t j = heap_[1];
-    if (heap_.size() > 2 && less(heap_[2], j)) j = heap_[2];
-    const int64_t tj = cursors_[j].times[cursors_[j].pos];
-    const bool i_first_on_ties = i < j;
+    const Head& next = (heap_.size() > 2 && less(heap_[2], heap_[1])) ? heap_[2] : heap_[1];
+    const int64_t tj = next.time;
+    const bool i_first_on_ties = i < next.input;
     auto in_run = [&](int64_t t) { return i_first_on_ties ? t <= tj : t < tj; };
     const int64_t* t = c.times;
     int64_t last_in = c.pos;  // c.pos is in the run: i is the minimum
@@ -205,6 +209,8 @@ class Merge final : public BatchSource {
       heap_[0] = heap_.back();
       heap_.pop_back();
       if (heap_.empty()) return;
+    } else {
+      heap_[0].time = c.times[c.pos];
     }
     sift_down(0);
   }
@@ -215,19 +221,29 @@ class Merge final : public BatchSource {
       pending_.reset();
       return b;
     }
+    if (deferred_) {
+      const auto [input, rows] = *deferred_;
+      deferred_.reset();
+      advance(input, rows);
+    }
     if (!started_) start();
     sources_.clear();
     segments_.clear();
     for (Cursor& c : cursors_) c.slot = -1;
     int64_t rows = 0;
     while (!heap_.empty() && rows < options_.batch_size) {
-      const uint32_t i = heap_[0];
+      const uint32_t i = heap_[0].input;
       Cursor& c = cursors_[i];
       const int64_t run = run_end(i) - c.pos;
       if (run >= slice_rows_) {
         Batch slice = c.batch.slice(c.pos, run).with_schema(schema_);
+        if (rows == 0) {
+          // Move on at the next call, not now: reading the input's next batch now would run a
+          // batch ahead of the consumer (and raise its errors before this batch is delivered).
+          deferred_ = {i, run};
+          return slice;
+        }
         advance(i, run);
-        if (rows == 0) return slice;
         pending_ = std::move(slice);  // emit what was gathered first, to keep the order
         break;
       }
@@ -256,10 +272,11 @@ class Merge final : public BatchSource {
   DataType time_type_;
   int64_t slice_rows_ = 1;
   std::vector<Cursor> cursors_;
-  std::vector<uint32_t> heap_;     // inputs with rows left, a binary min-heap under less()
+  std::vector<Head> heap_;         // inputs with rows left, a binary min-heap under less()
   std::vector<Batch> sources_;     // batches the output being built takes rows from
   std::vector<Segment> segments_;  // the output being built, as runs of those batches
   std::optional<Batch> pending_;   // a slice to emit after the gathered output before it
+  std::optional<std::pair<uint32_t, int64_t>> deferred_;  // (input, rows) emitted, not yet advanced
   bool started_ = false;
   std::exception_ptr failure_;
 };

@@ -204,6 +204,15 @@ NB_MODULE(_engine, m) {
                                         self->counts, fail_after, self->stream.get());
           },
           "capsule"_a, "fail_after"_a = -1)
+      .def("__arrow_c_schema__",
+           [](CountingStream& self) {
+             if (!self.stream) throw Error(ErrorKind::kUsage, "CountingStream already exported");
+             auto raw = std::make_unique<ArrowSchema>();
+             if (self.stream->get_schema(self.stream.get(), raw.get()) != 0) {
+               throw Error(ErrorKind::kInputFailed, "CountingStream: get_schema failed");
+             }
+             return to_capsule(std::move(raw), "arrow_schema");
+           })
       .def(
           "__arrow_c_stream__",
           [](CountingStream& self, nb::handle /*requested_schema*/) {
@@ -211,11 +220,11 @@ NB_MODULE(_engine, m) {
             return to_capsule(std::move(self.stream), "arrow_array_stream");
           },
           "requested_schema"_a = nb::none())
-      .def_prop_ro("arrays_made", [](const CountingStream& s) { return s.counts->arrays_made(); })
+      .def_prop_ro("arrays_made", [](const CountingStream& s) { return s.counts->arrays_made.load(std::memory_order_relaxed); })
       .def_prop_ro("arrays_released",
-                   [](const CountingStream& s) { return s.counts->arrays_released(); })
+                   [](const CountingStream& s) { return s.counts->arrays_released.load(std::memory_order_relaxed); })
       .def_prop_ro("repeated_releases",
-                   [](const CountingStream& s) { return s.counts->repeated_releases(); })
+                   [](const CountingStream& s) { return s.counts->repeated_releases.load(std::memory_order_relaxed); })
       .def_prop_ro("stream_releases",
-                   [](const CountingStream& s) { return s.counts->stream_releases(); });
+                   [](const CountingStream& s) { return s.counts->stream_releases.load(std::memory_order_relaxed); });
 }

@@ -175,10 +175,10 @@ TEST(counting_stream_counts_every_release) {
     CHECK(src->next().has_value());
     CHECK_THROWS_WITH(src->next(), ErrorKind::kInputFailed, "injected producer failure");
   }
-  CHECK_EQ(counts->arrays_made(), 2);
-  CHECK_EQ(counts->arrays_released(), 2);
-  CHECK_EQ(counts->repeated_releases(), 0);
-  CHECK_EQ(counts->stream_releases(), 1);
+  CHECK_EQ(counts->arrays_made.load(), 2);
+  CHECK_EQ(counts->arrays_released.load(), 2);
+  CHECK_EQ(counts->repeated_releases.load(), 0);
+  CHECK_EQ(counts->stream_releases.load(), 1);
   CHECK_EQ(counter.released, 2);
 }
 

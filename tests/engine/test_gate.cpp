@@ -118,7 +118,7 @@ TEST(long_runs_are_emitted_as_slices) {
   std::vector<std::unique_ptr<BatchSource>> inputs;
   inputs.push_back(std::make_unique<testing::ListSource>(sch, std::vector<Batch>{b}));
   inputs.push_back(std::make_unique<testing::ListSource>(sch, std::vector<Batch>{a}));
-  auto merged = gate::make_merge(std::move(inputs), {"t", 64});  // slices from 4 rows
+  auto merged = gate::make_merge(std::move(inputs), {"t", 64});  // slices from 4 rows on
   auto o1 = merged->next();
   auto o2 = merged->next();
   REQUIRE(o1 && o2);

@@ -1,0 +1,151 @@
+"""Ownership is exact: producers' buffers live exactly as long as the engine or its outputs hold
+them, and every release callback runs exactly once, on success, error and cancellation."""
+
+import gc
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import pyarrow_ops as po
+from pyarrow_ops import _engine
+from pyarrow_ops._engine.testing import CountingStream
+
+
+def table_of(batches, start=0, rows=100):
+    return pa.Table.from_batches(
+        [pa.record_batch({"t": np.arange(start + b * rows, start + (b + 1) * rows), "v": np.ones(rows)}) for b in range(batches)]
+    )
+
+
+def counting(table, fail_after=-1):
+    return CountingStream(table.__arrow_c_stream__(), fail_after)
+
+
+def assert_all_released(*streams):
+    gc.collect()
+    for s in streams:
+        assert s.stream_releases == 1
+        assert s.repeated_releases == 0
+        assert s.arrays_released == s.arrays_made
+
+
+pytestmark = pytest.mark.usefixtures("no_leaked_exports")
+
+
+def test_gathered_output_releases_inputs_once():
+    a, b = counting(table_of(5)), counting(table_of(5, start=50))
+    out = po.merge([a, b], time="t").to_arrow()
+    assert a.arrays_made == b.arrays_made == 5
+    assert out.num_rows == 1000
+    del out
+    assert_all_released(a, b)
+
+
+def test_pass_through_buffers_live_as_long_as_the_output():
+    a = counting(table_of(3))
+    out = po.merge(a, time="t").to_arrow()
+    gc.collect()
+    assert a.arrays_made == 3
+    assert a.arrays_released == 0  # the output table is made of the producer's buffers
+    assert a.stream_releases == 1  # but the stream itself was given back at its end
+    del out
+    assert_all_released(a)
+
+
+def test_inputs_are_read_lazily():
+    a = counting(table_of(50))
+    result = po.merge(a, time="t")
+    assert a.arrays_made == 0
+    batches = iter(result)
+    next(batches)
+    assert a.arrays_made == 1
+    next(batches)
+    assert a.arrays_made == 2
+    del batches
+    result.close()
+    assert_all_released(a)
+
+
+def test_cancelled_result_releases_everything():
+    a, b = counting(table_of(20)), counting(table_of(20))
+    result = po.merge([a, b], time="t", batch_size=10)
+    first = next(iter(result))
+    assert first.num_rows == 10
+    result.close()
+    del first
+    assert_all_released(a, b)
+    assert result.closed
+    with pytest.raises(po.UsageError, match="already consumed or closed"):
+        result.to_arrow()
+
+
+def test_dropped_result_releases_everything():
+    a = counting(table_of(4))
+    result = po.merge([a, counting(table_of(4))], time="t")
+    next(iter(result))
+    del result
+    assert_all_released(a)
+
+
+def test_producer_failure_releases_once_and_names_the_input():
+    ok, broken = counting(table_of(5)), counting(table_of(5), fail_after=2)
+    result = po.merge([ok, broken], time="t")
+    with pytest.raises(po.InputFailedError, match="input 1 failed: injected producer failure"):
+        result.to_arrow()
+    assert_all_released(ok, broken)  # released at the failure, not at teardown
+    with pytest.raises(po.InputFailedError):  # the result stays failed
+        result.to_arrow()
+
+
+class StreamOnly:
+    """Offers only __arrow_c_stream__ (as Polars frames do), so the input goes through pyarrow's
+    reader before it reaches the engine."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        return self.inner.__arrow_c_stream__(requested_schema)
+
+
+def test_inputs_read_through_pyarrow_release_once():
+    ok, broken = counting(table_of(5)), counting(table_of(5), fail_after=3)
+    out = po.merge([StreamOnly(ok), StreamOnly(counting(table_of(2)))], time="t").to_arrow()
+    assert out.num_rows == 700
+    del out
+    with pytest.raises(po.InputFailedError, match="input 0 failed: .*injected producer failure"):
+        po.merge([StreamOnly(broken)], time="t").to_arrow()
+    assert_all_released(ok, broken)
+
+
+def test_unsorted_input_releases_once():
+    bad = pa.Table.from_batches([pa.record_batch({"t": [1, 2], "v": [0.0, 0.0]}), pa.record_batch({"t": [0], "v": [0.0]})])
+    a, b = counting(table_of(3)), counting(bad)
+    with pytest.raises(po.UnsortedInputError):
+        po.merge([a, b], time="t").to_arrow()
+    assert_all_released(a, b)
+
+
+def test_schema_mismatch_at_construction_releases_once():
+    a, b = counting(table_of(2)), counting(table_of(2).cast(pa.schema({"t": pa.int64(), "v": pa.float32()})))
+    with pytest.raises(po.SchemaMismatchError):
+        po.merge([a, b], time="t")
+    assert_all_released(a, b)
+
+
+def test_exported_stream_consumed_by_pyarrow_releases_once():
+    a, b = counting(table_of(3)), counting(table_of(3, start=10))
+    reader = pa.RecordBatchReader.from_stream(po.merge([a, b], time="t", batch_size=7))
+    total = sum(batch.num_rows for batch in reader)
+    assert total == 600
+    del reader
+    assert_all_released(a, b)
+
+
+def test_exported_stream_dropped_unread_releases_once():
+    a = counting(table_of(3))
+    capsule = po.merge(a, time="t").__arrow_c_stream__()
+    del capsule
+    assert_all_released(a)
+    assert _engine.live_exports() >= 0
