@@ -38,7 +38,7 @@ def smart_meter_readings(
     >>> from pyarrow_ops.datasets import smart_meter_readings
     >>> tables = smart_meter_readings(rows=1000, meters=50, concentrators=3, seed=1)
     >>> [t.num_rows for t in tables], tables[0].column_names[:3]
-    ([354, 327, 319], ['time', 'meter', 'concentrator'])
+    ([333, 350, 317], ['time', 'meter', 'concentrator'])
     """
     if rows < 0 or meters < 1 or concentrators < 1 or period_ms < 1:
         raise ValueError("rows must be >= 0; meters, concentrators and period_ms >= 1")

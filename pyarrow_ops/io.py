@@ -50,8 +50,17 @@ def _without_views(schema: pa.Schema) -> pa.Schema | None:
     )
 
 
+def _known_schema(obj: object) -> pa.Schema | None:
+    """The schema of a stream-like object, if it can be had without reading it."""
+    if isinstance(obj, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)):
+        return obj.schema
+    if hasattr(obj, "__arrow_c_schema__"):
+        return pa.schema(obj)
+    return None
+
+
 def _from_c_stream(obj: ArrowStreamExportable, label: str) -> _engine.Stream:
-    schema = pa.schema(obj) if hasattr(obj, "__arrow_c_schema__") else None
+    schema = _known_schema(obj)
     if schema is not None and _without_views(schema) is None:
         return _engine.stream_from_capsule(obj.__arrow_c_stream__(), label)
     # Schema unknown up front (e.g. pl.DataFrame) or with view types: read through pyarrow, which
@@ -168,6 +177,7 @@ class Result:
         native = self._native
         while (batch := native.next_batch()) is not None:
             yield pa.record_batch(batch)
+        native.close()  # read to the end: give everything back now, not when garbage collected
 
     def to_arrow(self) -> pa.Table:
         """Reads the whole result into a pyarrow Table (one chunk per output batch)."""
