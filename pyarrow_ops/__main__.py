@@ -39,8 +39,8 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"output sorted by time: {in_order}; rows in = rows out: {merged.num_rows == args.rows}")
     with pl.Config(tbl_rows=args.preview, tbl_cols=-1, tbl_width_chars=140):
         print(df.head(args.preview))
-        print("readings per concentrator in the merged stream:")
-        print(df.group_by("concentrator").len().sort("concentrator").transpose(include_header=False))
+    per_input = df.group_by("concentrator").len().sort("concentrator").rows()
+    print("readings per concentrator: " + ", ".join(f"{c}: {n:,}" for c, n in per_input))
     return 0
 
 

@@ -1,0 +1,45 @@
+# The two commands of the README, and the developer loop (docs/contributing.md).
+#   make demo   create .venv if missing, install, run the demo
+#   make test   install, then every test: C++ (normal and ASan+UBSan, via CTest) and Python (pytest)
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+JOBS ?= $(shell nproc)
+
+.PHONY: demo test install cpp-test asan-test py-test bench clean
+
+demo: install
+	$(PY) -m pyarrow_ops demo
+
+test: install cpp-test asan-test py-test
+
+# An editable install whose C++ part lives in build/<wheel tag> and is rebuilt on import when a
+# source changed (editable.rebuild), so the edit-build-test loop is: edit, run pytest.
+install: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.4" cmake ninja
+	$(PY) -m pip install -q --no-build-isolation -Ceditable.rebuild=true -e '.[test,bench]'
+	touch $@
+
+cpp-test: install
+	$(BIN)/cmake -S . -B build/cpp -G Ninja -DPYARROW_OPS_DEVELOPER=ON >/dev/null
+	$(BIN)/cmake --build build/cpp -j $(JOBS)
+	$(BIN)/ctest --test-dir build/cpp --output-on-failure
+
+asan-test: install
+	$(BIN)/cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPYARROW_OPS_DEVELOPER=ON \
+		-DPYARROW_OPS_SANITIZE=address,undefined >/dev/null
+	$(BIN)/cmake --build build/asan -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 $(BIN)/ctest --test-dir build/asan --output-on-failure
+
+py-test: install
+	$(PY) -m pytest
+
+bench: install
+	$(PY) -m pyarrow_ops bench
+
+clean:
+	rm -rf build $(VENV) asv_bench/.asv
