@@ -1,8 +1,9 @@
 """Turning anything Arrow-shaped into engine inputs, and engine results into pyarrow and Polars.
 
-Nothing here copies column data, with one exception: ``string_view`` / ``binary_view`` columns
-(Polars' default export) are cast to ``large_string`` / ``large_binary`` batch by batch as the
-engine reads them, because the engine stores strings with offsets.
+Nothing here copies column data, with one exception: ``string_view`` columns (Polars' default
+export) are cast to ``string`` batch by batch as the engine reads them, because the engine stores
+strings with offsets. ``string`` rather than ``large_string`` so that they match what pyarrow and
+Parquet produce, and Polars and pyarrow inputs can be merged together.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ Input: TypeAlias = (
 )
 """One input: an Arrow stream or array object, a Parquet file path, or an iterable of batches."""
 
-_VIEW_REPLACEMENTS = {pa.string_view(): pa.large_string(), pa.binary_view(): pa.large_binary()}
+_VIEW_REPLACEMENTS = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
 PARQUET_BATCH_ROWS = 65536
 
 
