@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <limits>
 #include <optional>
 
 #include "core/error.h"
@@ -76,7 +77,6 @@ class Merge final : public BatchSource {
     } catch (...) {
       failure_ = std::current_exception();
       cursors_.clear();  // release every input now: nothing more will be read from them
-      heap_.clear();
       sources_.clear();
       pending_.reset();
       deferred_.reset();
@@ -85,36 +85,71 @@ class Merge final : public BatchSource {
   }
 
  private:
-  // An input's current row as a heap entry. The time is cached here so the heap compares
-  // without touching the cursors.
-  struct Head {
-    int64_t time;
-    uint32_t input;
-  };
-  // The merged order: (time, input index); position is implicit, as each input is in order.
-  static bool less(const Head& a, const Head& b) noexcept {
-    return a.time < b.time || (a.time == b.time && a.input < b.input);
+  // An input's current row as a tournament key: (time, order) packed into one unsigned 128-bit
+  // integer, time (sign bit flipped, so signed order becomes unsigned order) in the high half and
+  // order in the low half, so the merged order is plain integer order: one compare, and selects
+  // the compiler turns into conditional moves. order is the input index while the input is live;
+  // an input that has ended (and each padding leaf) gets time INT64_MAX and order leaves_ + input,
+  // so it sorts after every live input, even one whose time is INT64_MAX.
+  using Key = unsigned __int128;
+  static Key make_key(int64_t time, uint32_t order) noexcept {
+    return (static_cast<Key>(static_cast<uint64_t>(time) ^ (uint64_t{1} << 63)) << 64) | order;
+  }
+  static int64_t key_time(Key k) noexcept {
+    return static_cast<int64_t>(static_cast<uint64_t>(k >> 64) ^ (uint64_t{1} << 63));
+  }
+  static uint32_t key_order(Key k) noexcept { return static_cast<uint32_t>(k); }
+  Key ended_key(uint32_t input) const noexcept {
+    return make_key(std::numeric_limits<int64_t>::max(), leaves_ + input);
+  }
+  bool live(Key k) const noexcept { return key_order(k) < leaves_; }
+
+  // The loser tree: leaves_ (a power of two) leaves, one per input; tree_[n] for 1 <= n < leaves_
+  // holds the loser of the match at node n, winner_ the overall winner. After the winner's key
+  // changes, replay() plays its leaf-to-root path again: one comparison per level, written as
+  // selects so the unpredictable outcome costs no branch misprediction.
+  //
+  // The runner-up (the best key but the winner's) lost a match on the winner's path. When the
+  // replayed input wins again, the losers it leaves on its path are exactly that path's, so their
+  // minimum, taken on the way up, is the runner-up: runner_ is valid iff runner_valid_.
+  void replay(uint32_t input, Key key) noexcept {
+    Key runner = ~Key{0};
+    for (uint32_t node = (leaves_ + input) >> 1; node >= 1; node >>= 1) {
+      const Key other = tree_[node];
+      const Key loser = other < key ? key : other;
+      key = other < key ? other : key;
+      tree_[node] = loser;
+      runner = loser < runner ? loser : runner;
+    }
+    winner_ = key;
+    runner_ = runner;
+    runner_valid_ = key_order(key) == input;
   }
 
-  void sift_down(size_t k) noexcept {
-    const size_t n = heap_.size();
-    const Head x = heap_[k];
-    for (;;) {
-      const size_t l = 2 * k + 1;
-      if (l >= n) break;
-      const size_t m = (l + 1 < n && less(heap_[l + 1], heap_[l])) ? l + 1 : l;
-      if (!less(heap_[m], x)) break;
-      heap_[k] = heap_[m];
-      k = m;
-    }
-    heap_[k] = x;
+  Key key_of(uint32_t input) const noexcept {
+    const Cursor& c = cursors_[input];
+    if (!c.source && c.pos == c.end) return ended_key(input);
+    return make_key(c.times[c.pos], input);
   }
 
   void start() {
-    for (uint32_t i = 0; i < cursors_.size(); ++i) {
-      if (pull(i)) heap_.push_back({cursors_[i].times[0], i});
+    const auto k = static_cast<uint32_t>(cursors_.size());
+    leaves_ = 1;
+    while (leaves_ < k) leaves_ <<= 1;
+    // Play the whole tournament once, bottom up: winners[n] is the winner below node n.
+    std::vector<Key> winners(2 * leaves_);
+    for (uint32_t i = 0; i < leaves_; ++i) {
+      winners[leaves_ + i] = (i < k && pull(i)) ? make_key(cursors_[i].times[0], i) : ended_key(i);
     }
-    for (size_t k = heap_.size() / 2; k-- > 0;) sift_down(k);
+    tree_.assign(leaves_, Key{0});
+    for (uint32_t n = leaves_ - 1; n >= 1; --n) {
+      const Key a = winners[2 * n];
+      const Key b = winners[2 * n + 1];
+      winners[n] = a < b ? a : b;
+      tree_[n] = a < b ? b : a;
+    }
+    winner_ = winners[1];
+    runner_valid_ = false;  // the loop takes one row of the first winner, then knows its runner-up
     started_ = true;
   }
 
@@ -174,17 +209,16 @@ class Merge final : public BatchSource {
                     std::to_string(row - 1));
   }
 
-  // One past the last row of the heap top's current batch that precedes every other input's
-  // current row in the merged order. Gallops, so a run of length L costs O(log L) comparisons.
-  int64_t run_end(uint32_t i) const noexcept {
+  // One past the last row of the winner i's current batch that precedes the runner-up in the
+  // merged order. Gallops, so a run of length L costs O(log L) comparisons.
+  int64_t run_end(uint32_t i, const Key& next) const noexcept {
     const Cursor& c = cursors_[i];
-    if (heap_.size() == 1) return c.end;
-    const Head& next = (heap_.size() > 2 && less(heap_[2], heap_[1])) ? heap_[2] : heap_[1];
-    const int64_t tj = next.time;
-    const bool i_first_on_ties = i < next.input;
+    if (!live(next)) return c.end;  // every other input has ended
+    const int64_t tj = key_time(next);
+    const bool i_first_on_ties = i < key_order(next);
     auto in_run = [&](int64_t t) { return i_first_on_ties ? t <= tj : t < tj; };
     const int64_t* t = c.times;
-    int64_t last_in = c.pos;  // c.pos is in the run: i is the minimum
+    int64_t last_in = c.pos;  // c.pos is in the run: i is the winner
     int64_t step = 1;
     int64_t probe = c.pos + 1;
     while (probe < c.end && in_run(t[probe])) {
@@ -201,18 +235,12 @@ class Merge final : public BatchSource {
     return lo;
   }
 
-  // Moves the heap top's cursor on by n rows and restores the heap.
+  // Moves the winner's cursor on by n rows and replays its path.
   void advance(uint32_t i, int64_t n) {
     Cursor& c = cursors_[i];
     c.pos += n;
-    if (c.pos == c.end && !pull(i)) {
-      heap_[0] = heap_.back();
-      heap_.pop_back();
-      if (heap_.empty()) return;
-    } else {
-      heap_[0].time = c.times[c.pos];
-    }
-    sift_down(0);
+    if (c.pos == c.end) pull(i);
+    replay(i, key_of(i));
   }
 
   std::optional<Batch> produce() {
@@ -231,33 +259,43 @@ class Merge final : public BatchSource {
     segments_.clear();
     for (Cursor& c : cursors_) c.slot = -1;
     int64_t rows = 0;
-    while (!heap_.empty() && rows < options_.batch_size) {
-      const uint32_t i = heap_[0].input;
+    while (live(winner_) && rows < options_.batch_size) {
+      const uint32_t i = key_order(winner_);
       Cursor& c = cursors_[i];
-      const int64_t run = run_end(i) - c.pos;
-      if (run >= slice_rows_) {
-        Batch slice = c.batch.slice(c.pos, run).with_schema(schema_);
+      // A new winner takes one row; if it wins again, the tree tells its runner-up and the rest of
+      // its run is found by galloping. Inputs that interleave finely never pay for galloping.
+      const int64_t end = (runner_valid_ || leaves_ == 1) ? run_end(i, runner_) : c.pos + 1;
+      // Rows of this run already gathered just before (its first row) join a slice.
+      Segment* prev = segments_.empty() ? nullptr : &segments_.back();
+      const bool continues = prev != nullptr && c.slot >= 0 &&
+                             prev->source == static_cast<uint32_t>(c.slot) &&
+                             prev->start + prev->length == c.pos;
+      const int64_t start = continues ? prev->start : c.pos;
+      if (end - start >= slice_rows_) {
+        if (continues) {
+          rows -= prev->length;
+          segments_.pop_back();
+        }
+        Batch slice = c.batch.slice(start, end - start).with_schema(schema_);
         if (rows == 0) {
           // Move on at the next call, not now: reading the input's next batch now would run a
           // batch ahead of the consumer (and raise its errors before this batch is delivered).
-          deferred_ = {i, run};
+          deferred_ = {i, end - c.pos};
           return slice;
         }
-        advance(i, run);
+        advance(i, end - c.pos);
         pending_ = std::move(slice);  // emit what was gathered first, to keep the order
         break;
       }
-      const int64_t take = std::min(run, options_.batch_size - rows);
-      if (c.slot < 0) {
-        c.slot = static_cast<int32_t>(sources_.size());
-        sources_.push_back(c.batch);
-      }
-      const auto slot = static_cast<uint32_t>(c.slot);
-      if (!segments_.empty() && segments_.back().source == slot &&
-          segments_.back().start + segments_.back().length == c.pos) {
-        segments_.back().length += take;
+      const int64_t take = std::min(end - c.pos, options_.batch_size - rows);
+      if (continues) {
+        prev->length += take;
       } else {
-        segments_.push_back(Segment{slot, c.pos, take});
+        if (c.slot < 0) {
+          c.slot = static_cast<int32_t>(sources_.size());
+          sources_.push_back(c.batch);
+        }
+        segments_.push_back(Segment{static_cast<uint32_t>(c.slot), c.pos, take});
       }
       rows += take;
       advance(i, take);
@@ -272,7 +310,11 @@ class Merge final : public BatchSource {
   DataType time_type_;
   int64_t slice_rows_ = 1;
   std::vector<Cursor> cursors_;
-  std::vector<Head> heap_;         // inputs with rows left, a binary min-heap under less()
+  uint32_t leaves_ = 1;            // the loser tree's leaves: inputs rounded up to a power of two
+  std::vector<Key> tree_;          // the loser of the match at each internal node (1-based)
+  Key winner_ = 1;                 // the overall winner; not live() before start() or at the end
+  Key runner_ = 1;                 // the runner-up, when runner_valid_ (see replay())
+  bool runner_valid_ = false;
   std::vector<Batch> sources_;     // batches the output being built takes rows from
   std::vector<Segment> segments_;  // the output being built, as runs of those batches
   std::optional<Batch> pending_;   // a slice to emit after the gathered output before it
