@@ -8,30 +8,11 @@ and no copies on the way.
 [1, 2, 3, 4]
 """
 
-from pyarrow_ops.errors import (
-    InputFailedError,
-    InvalidInputError,
-    NullTimeError,
-    PyArrowOpsError,
-    SchemaMismatchError,
-    UnsortedInputError,
-    UnsupportedTypeError,
-    UsageError,
-)
+from pyarrow_ops import errors
+from pyarrow_ops.errors import *  # noqa: F403 (the exception classes, listed in errors.__all__)
 from pyarrow_ops.io import Result
 from pyarrow_ops.merge import merge
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "InputFailedError",
-    "InvalidInputError",
-    "NullTimeError",
-    "PyArrowOpsError",
-    "Result",
-    "SchemaMismatchError",
-    "UnsortedInputError",
-    "UnsupportedTypeError",
-    "UsageError",
-    "merge",
-]
+__all__ = ["Result", "merge", *errors.__all__]
