@@ -7,8 +7,9 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+import pytest
+
 import pyarrow_ops as po
-from pyarrow_ops import _engine
 
 
 class ArrowArray(ctypes.Structure):
@@ -52,6 +53,9 @@ def engine_filled_addresses(batch_handle):
         child = array.children[i].contents
         columns.append([child.buffers[j] for j in range(child.n_buffers)])
     return pair, columns
+
+
+pytestmark = pytest.mark.usefixtures("no_leaked_exports")
 
 
 def test_pyarrow_and_polars_see_the_buffers_the_engine_filled():
@@ -104,4 +108,3 @@ def test_disjoint_inputs_leave_as_slices_of_the_inputs():
     out = po.merge([late, early], time="t").to_arrow()
     assert out.column("t").chunk(0).buffers()[1].address == early.column("t").chunk(0).buffers()[1].address
     assert out.column("t").chunk(1).buffers()[1].address == late.column("t").chunk(0).buffers()[1].address
-    assert _engine.live_exports() >= 0
