@@ -38,7 +38,7 @@ Input: TypeAlias = (
 )
 """One input: an Arrow stream or array object, a Parquet file path, or an iterable of batches."""
 
-_VIEW_REPLACEMENTS = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
+_VIEW_REPLACEMENTS = {pa.string_view(): pa.string()}
 PARQUET_BATCH_ROWS = 65536
 
 

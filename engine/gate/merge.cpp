@@ -20,8 +20,7 @@ struct Cursor {
   int64_t pos = 0;                      // next row of `batch` to emit
   int64_t end = 0;                      // batch.num_rows()
   int64_t rows_before = 0;              // rows of this input in earlier batches
-  int64_t last_time = 0;                // time of the input's previous row, once there is one
-  bool has_last = false;
+  int64_t last_time = 0;                // time of the input's previous row, if rows_before > 0
   int32_t slot = -1;                    // index of `batch` in the current output's sources
 };
 
@@ -149,7 +148,10 @@ class Merge final : public BatchSource {
       tree_[n] = a < b ? b : a;
     }
     winner_ = winners[1];
-    runner_valid_ = false;  // the loop takes one row of the first winner, then knows its runner-up
+    // One leaf: there is no runner-up (~0 is not live), so its whole batch is one run. Several:
+    // the loop takes one row of the first winner, then replay() tells its runner-up.
+    runner_ = ~Key{0};
+    runner_valid_ = leaves_ == 1;
     started_ = true;
   }
 
@@ -190,7 +192,7 @@ class Merge final : public BatchSource {
       c.times = c.widened.data();
     }
     const int64_t* t = c.times;
-    if (c.has_last && t[0] < c.last_time) unsorted(i, c.rows_before, t[0], c.last_time);
+    if (c.rows_before > 0 && t[0] < c.last_time) unsorted(i, c.rows_before, t[0], c.last_time);
     // Branch-free over chunks (so the compiler can vectorise it); the exact row is looked for
     // only in a chunk that fails.
     constexpr int64_t kChunk = 4096;
@@ -205,7 +207,6 @@ class Merge final : public BatchSource {
       }
     }
     c.last_time = t[n - 1];
-    c.has_last = true;
     c.end = n;
     return true;
   }
@@ -274,7 +275,7 @@ class Merge final : public BatchSource {
       Cursor& c = cursors_[i];
       // A new winner takes one row; if it wins again, the tree tells its runner-up and the rest of
       // its run is found by galloping. Inputs that interleave finely never pay for galloping.
-      const int64_t end = (runner_valid_ || leaves_ == 1) ? run_end(i, runner_) : c.pos + 1;
+      const int64_t end = runner_valid_ ? run_end(i, runner_) : c.pos + 1;
       // Rows of this run already gathered just before (its first row) join a slice.
       Segment* prev = segments_.empty() ? nullptr : &segments_.back();
       const bool continues = prev != nullptr && c.slot >= 0 &&

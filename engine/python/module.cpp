@@ -62,7 +62,8 @@ struct BatchHandle {
 };
 
 // Exception classes, created at import; their Python homes are in pyarrow_ops.errors.
-PyObject* g_error_classes[7] = {};
+constexpr int kErrorKinds = static_cast<int>(ErrorKind::kUsage) + 1;  // kUsage is the last kind
+PyObject* g_error_classes[kErrorKinds] = {};
 
 PyObject* new_error(nb::module_& m, const char* name, PyObject* bases, const char* doc) {
   std::string qualified = std::string("pyarrow_ops.errors.") + name;
