@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/gather.h"
+#include "gate/times.h"
 
 namespace pao::gate {
 namespace {
@@ -16,11 +17,9 @@ struct Cursor {
   std::unique_ptr<BatchSource> source;  // reset as soon as the input ends
   Batch batch;                          // the batch rows are taken from now
   const int64_t* times = nullptr;       // batch's time values (widened if 32-bit)
-  std::vector<int64_t> widened;
+  std::optional<InputTimes> checked;    // validates each batch's times as it is pulled
   int64_t pos = 0;                      // next row of `batch` to emit
   int64_t end = 0;                      // batch.num_rows()
-  int64_t rows_before = 0;              // rows of this input in earlier batches
-  int64_t last_time = 0;                // time of the input's previous row, if rows_before > 0
   int32_t slot = -1;                    // index of `batch` in the current output's sources
 };
 
@@ -61,7 +60,10 @@ class Merge final : public BatchSource {
     }
     schema_ = std::make_shared<const Schema>(std::move(merged));
     cursors_.resize(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) cursors_[i].source = std::move(inputs[i]);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      cursors_[i].source = std::move(inputs[i]);
+      cursors_[i].checked.emplace(static_cast<uint32_t>(i), options_.time_column, time_index_, time_type_);
+    }
     // One input: every run is the whole batch, so each batch passes through untouched. Several:
     // only long runs are worth a separate (zero-copy) batch; short ones are gathered together.
     slice_rows_ = cursors_.size() == 1 ? 1 : std::max<int64_t>(2, options_.batch_size / 16);
@@ -158,7 +160,6 @@ class Merge final : public BatchSource {
   // Loads input i's next non-empty batch and validates its time column. False at the input's end.
   bool pull(uint32_t i) {
     Cursor& c = cursors_[i];
-    c.rows_before += c.end;
     c.batch = Batch();
     c.pos = c.end = 0;
     c.slot = -1;
@@ -172,52 +173,9 @@ class Merge final : public BatchSource {
       c.batch = std::move(*b);
       break;
     }
-    const int64_t n = c.batch.num_rows();
-    const Column& col = c.batch.column(time_index_);
-    if (col.may_have_nulls()) {
-      for (int64_t r = 0; r < n; ++r) {
-        if (!col.is_valid(r)) {
-          throw Error(ErrorKind::kNullTime, "input " + std::to_string(i) +
-                                                " has a null time in column '" +
-                                                options_.time_column + "' at row " +
-                                                std::to_string(c.rows_before + r));
-        }
-      }
-    }
-    if (time_type_.byte_width() == 8) {
-      c.times = col.typed<int64_t>();
-    } else {
-      const int32_t* narrow = col.typed<int32_t>();
-      c.widened.assign(narrow, narrow + n);
-      c.times = c.widened.data();
-    }
-    const int64_t* t = c.times;
-    if (c.rows_before > 0 && t[0] < c.last_time) unsorted(i, c.rows_before, t[0], c.last_time);
-    // Branch-free over chunks (so the compiler can vectorise it); the exact row is looked for
-    // only in a chunk that fails.
-    constexpr int64_t kChunk = 4096;
-    for (int64_t from = 1; from < n; from += kChunk) {
-      const int64_t to = std::min(n, from + kChunk);
-      bool bad = false;
-      for (int64_t r = from; r < to; ++r) bad |= t[r] < t[r - 1];
-      if (bad) {
-        for (int64_t r = from; r < to; ++r) {
-          if (t[r] < t[r - 1]) unsorted(i, c.rows_before + r, t[r], t[r - 1]);
-        }
-      }
-    }
-    c.last_time = t[n - 1];
-    c.end = n;
+    c.times = c.checked->read(c.batch);
+    c.end = c.batch.num_rows();
     return true;
-  }
-
-  [[noreturn]] void unsorted(uint32_t input, int64_t row, int64_t value, int64_t previous) const {
-    throw Error(ErrorKind::kUnsorted,
-                "input " + std::to_string(input) + " is not sorted by '" + options_.time_column +
-                    "': row " + std::to_string(row) + " has " +
-                    format_time_value(value, time_type_) + ", earlier than " +
-                    format_time_value(previous, time_type_) + " at row " +
-                    std::to_string(row - 1));
   }
 
   // One past the last row of the winner i's current batch that precedes the runner-up in the

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyarrow as pa
 
@@ -64,3 +66,198 @@ def reference_merge(tables: list[pa.Table], time: str) -> pa.Table:
     order = sorted(range(len(keys)), key=keys.__getitem__)
     combined = pa.concat_tables(tables)
     return combined.take(pa.array(order, pa.int64()))
+
+
+# --- Windowed aggregation ------------------------------------------------------------------------
+
+_AGG_FUNCTIONS = ("count", "sum", "mean", "min", "max", "first", "last")
+_INT64_MOD = 2**64
+
+
+def _storage_type(type_: pa.DataType) -> pa.DataType | None:
+    """The integer type a temporal type is stored as (None for types used as they are)."""
+    if pa.types.is_timestamp(type_):
+        return pa.int64()
+    if pa.types.is_date32(type_):
+        return pa.int32()
+    return None
+
+
+def _py_values(column) -> list:
+    """Python values of a column; timestamps and dates as their stored integers (exact, any unit)."""
+    storage = _storage_type(column.type)
+    return (column.cast(storage) if storage is not None else column).to_pylist()
+
+
+def _to_arrow(values: list, type_: pa.DataType) -> pa.Array:
+    """Inverse of _py_values."""
+    storage = _storage_type(type_)
+    if storage is not None:
+        return pa.array(values, storage).cast(type_)
+    return pa.array(values, type_)
+
+
+def _order_key(value, type_: pa.DataType) -> tuple:
+    """Ascending order of one key value: values, then NaN (floats), then null.
+
+    Strings compare by their UTF-8 bytes, bools False < True, floats numerically (so 0.0 and -0.0 are
+    one key). The tuple doubles as the value's identity when grouping (NaN is one key, unlike nan != nan).
+    """
+    if value is None:
+        return (2,)
+    if pa.types.is_floating(type_) and math.isnan(value):
+        return (1,)
+    if isinstance(value, str):
+        return (0, value.encode("utf-8"))
+    if isinstance(value, bool):
+        return (0, int(value))
+    return (0, value)
+
+
+def _minmax_key(value, type_: pa.DataType) -> tuple:
+    """Order for min/max over non-null values: numbers, then NaN (the largest float)."""
+    if pa.types.is_floating(type_) and math.isnan(value):
+        return (1,)
+    return (0, int(value) if isinstance(value, bool) else value)
+
+
+def _wrap(total: int, type_: pa.DataType) -> int:
+    """An exact integer sum wrapped like numpy: two's complement int64, or mod 2**64 for unsigned."""
+    total %= _INT64_MOD
+    if pa.types.is_signed_integer(type_) and total >= 2**63:
+        total -= _INT64_MOD
+    return total
+
+
+def _agg_output_type(function: str, type_: pa.DataType | None) -> pa.DataType:
+    if function == "count":
+        return pa.int64()
+    if function == "mean":
+        if not (pa.types.is_integer(type_) or pa.types.is_floating(type_)):
+            raise TypeError(f"mean() of {type_} is not supported")
+        return pa.float64()
+    if function == "sum":
+        if pa.types.is_signed_integer(type_):
+            return pa.int64()
+        if pa.types.is_unsigned_integer(type_):
+            return pa.uint64()
+        if pa.types.is_floating(type_):
+            return pa.float64()
+        raise TypeError(f"sum() of {type_} is not supported")
+    if function in ("min", "max"):
+        if not (
+            pa.types.is_integer(type_) or pa.types.is_floating(type_) or pa.types.is_boolean(type_)
+            or pa.types.is_timestamp(type_) or pa.types.is_date32(type_)
+        ):
+            raise TypeError(f"{function}() of {type_} is not supported")
+        return type_
+    return type_  # first, last
+
+
+def _aggregate_values(function: str, values: list, type_: pa.DataType | None):
+    """One aggregate over the values of one (window, key), given in the merged order."""
+    if function == "count":
+        return len(values) if type_ is None else sum(v is not None for v in values)
+    if function == "first":
+        return values[0]
+    if function == "last":
+        return values[-1]
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    if function in ("sum", "mean"):
+        if pa.types.is_floating(type_):
+            total = 0.0
+            for v in present:  # one double addition at a time, in the merged order
+                total += float(v)
+        else:
+            total = 0
+            for v in present:  # exact: Python ints do not overflow
+                total += v
+        if function == "mean":
+            # Integers: the exact sum rounded to double once, then divided. (Only integer sums
+            # beyond 2**53 can make this differ from other exact formulations; tests avoid them.)
+            return float(total) / len(present)
+        return total if pa.types.is_floating(type_) else _wrap(total, type_)
+    best = present[0]
+    for v in present[1:]:  # strict comparison: among equal values (0.0, -0.0) the first one wins
+        if function == "min" and _minmax_key(v, type_) < _minmax_key(best, type_):
+            best = v
+        if function == "max" and _minmax_key(v, type_) > _minmax_key(best, type_):
+            best = v
+    return best
+
+
+def reference_aggregate(
+    tables: list[pa.Table],
+    *,
+    time: str,
+    key: list[str],
+    size: int,
+    advance: int,
+    offset: int,
+    aggs: dict[str, tuple[str, str | None]],
+) -> pa.Table:
+    """Windowed aggregation by its definition (docs/semantics.md, "Windowed aggregation").
+
+    Windows are [s, s + size) for s = offset + k * advance, every integer k, in the time column's
+    stored unit; aggs maps an output name to (function, column), column None for count().
+    """
+    if not tables:
+        raise ValueError("at least one input table is needed (for the schema)")
+    if size <= 0 or advance <= 0:
+        raise ValueError("size and advance must be positive")
+    schema = tables[0].schema
+    time_type = schema.field(time).type
+    key_types = [schema.field(k).type for k in key]
+    out_types = {}
+    for name, (function, column) in aggs.items():
+        if function not in _AGG_FUNCTIONS:
+            raise ValueError(f"unknown aggregate function {function!r}")
+        if column is None and function != "count":
+            raise ValueError(f"{function}() needs a column")
+        out_types[name] = _agg_output_type(function, None if column is None else schema.field(column).type)
+
+    # Every tuple as (time, input index, position, row as a dict), sorted into the merged order.
+    tuples = []
+    for i, table in enumerate(tables):
+        columns = {name: _py_values(table.column(name)) for name in table.column_names}
+        for pos in range(table.num_rows):
+            row = {name: values[pos] for name, values in columns.items()}
+            if row[time] is None:
+                raise ValueError("null time")
+            tuples.append((row[time], i, pos, row))
+    tuples.sort(key=lambda item: item[:3])
+
+    # (window start, key identity) -> [key values, rows in merged order]
+    groups: dict[tuple, list] = {}
+    for t, _, _, row in tuples:
+        k_first = (t - offset - size) // advance + 1  # smallest k with s + size > t (floor division)
+        k_last = (t - offset) // advance  # largest k with s <= t
+        key_values = [row[k] for k in key]
+        identity = tuple(_order_key(v, kt) for v, kt in zip(key_values, key_types))
+        for k in range(k_first, k_last + 1):
+            start = offset + k * advance
+            assert start <= t < start + size
+            groups.setdefault((start, identity), [key_values, []])[1].append(row)
+
+    columns: dict[str, list] = {"window_start": [], "window_end": []}
+    columns.update({k: [] for k in key})
+    columns.update({name: [] for name in aggs})
+    for start, identity in sorted(groups):
+        key_values, rows = groups[(start, identity)]
+        columns["window_start"].append(start)
+        columns["window_end"].append(start + size)
+        for k, v in zip(key, key_values):
+            columns[k].append(v)
+        for name, (function, column) in aggs.items():
+            values = [None] * len(rows) if column is None else [row[column] for row in rows]
+            type_ = None if column is None else schema.field(column).type
+            columns[name].append(_aggregate_values(function, values, type_))
+
+    fields = [pa.field("window_start", time_type), pa.field("window_end", time_type)]
+    fields += [pa.field(k, kt) for k, kt in zip(key, key_types)]
+    fields += [pa.field(name, out_types[name]) for name in aggs]
+    return pa.table(
+        [_to_arrow(columns[f.name], f.type) for f in fields], schema=pa.schema(fields)
+    )

@@ -1,0 +1,46 @@
+#pragma once
+// Reading and validating one input's time column, batch by batch: the checks every way into the
+// engine shares (merge, T-Gate producers, the push API), so their errors read the same.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/batch.h"
+
+namespace pao::gate {
+
+class InputTimes {
+ public:
+  InputTimes(uint32_t input, std::string column, size_t column_index, DataType type)
+      : input_(input), column_(std::move(column)), index_(column_index), type_(std::move(type)) {}
+
+  // The time of every row of `batch` as int64 (32-bit columns widened into an internal buffer,
+  // valid until the next call). Throws kNullTime or kUnsorted naming the input, the row (counted
+  // across this input's batches) and the values, before the caller uses any row; on success the
+  // rows count as delivered.
+  const int64_t* read(const Batch& batch);
+  // A promise that nothing earlier than `time` follows. Throws kUnsorted if it goes back before
+  // an earlier heartbeat.
+  void heartbeat(int64_t time);
+
+  int64_t rows() const noexcept { return rows_; }
+  // The least time the input may still deliver.
+  int64_t floor() const noexcept { return floor_; }
+  uint32_t input() const noexcept { return input_; }
+  const DataType& type() const noexcept { return type_; }
+
+ private:
+  [[noreturn]] void unsorted(int64_t row, int64_t value, int64_t previous, bool heartbeat) const;
+
+  uint32_t input_;
+  std::string column_;
+  size_t index_;
+  DataType type_;
+  int64_t rows_ = 0;
+  int64_t floor_ = INT64_MIN;
+  int64_t last_ = INT64_MIN;       // time of the last row, if rows_ > 0
+  int64_t heartbeat_ = INT64_MIN;  // last heartbeat
+  std::vector<int64_t> widened_;
+};
+
+}  // namespace pao::gate
