@@ -7,12 +7,12 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 JOBS ?= $(shell nproc)
 
-.PHONY: demo test install cpp-test asan-test py-test bench clean
+.PHONY: demo test install cpp-test asan-test tsan-test py-test bench clean
 
 demo: install
 	$(PY) -m pyarrow_ops demo
 
-test: install cpp-test asan-test py-test
+test: install cpp-test asan-test tsan-test py-test
 
 # An editable install whose C++ part lives in build/<wheel tag> and is rebuilt on import when a
 # source changed (editable.rebuild), so the edit-build-test loop is: edit, run pytest.
@@ -34,6 +34,13 @@ asan-test: install
 		-DPYARROW_OPS_SANITIZE=address,undefined >/dev/null
 	$(BIN)/cmake --build build/asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 $(BIN)/ctest --test-dir build/asan --output-on-failure
+
+# The lock-free structures' stress tests under ThreadSanitizer (the other binaries add nothing there).
+tsan-test: install
+	$(BIN)/cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPYARROW_OPS_DEVELOPER=ON \
+		-DPYARROW_OPS_SANITIZE=thread >/dev/null
+	$(BIN)/cmake --build build/tsan -j $(JOBS) --target test_tgate
+	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/engine/test_tgate
 
 py-test: install
 	$(PY) -m pytest

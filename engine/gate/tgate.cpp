@@ -50,6 +50,7 @@ struct TGate::Arena {
   // (acquire). An input's newest arena is never retired while the input is open, so the
   // producer never writes into freed memory.
   std::atomic<Arena*> next_in_input{nullptr};
+  int64_t arrival_ns = 0;
   Arena* next_retired = nullptr;  // reclaim()'s private list
   uint64_t retire_epoch = 0;
   size_t bytes = 0;
@@ -164,6 +165,8 @@ TGate::Arena* TGate::make_arena(size_t slot, uint32_t input, const Batch& batch,
   a->batch = batch;
   a->input = input;
   a->bytes = bytes;
+  a->arrival_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch()).count();
   auto* at = static_cast<uint8_t*>(mem) + ((sizeof(Arena) + 15) & ~size_t{15});
   for (size_t r = 0; r < n; ++r) {
     auto* node = new (at) Node{make_key(times[r], input, in.next_position + r), a,
@@ -188,11 +191,13 @@ void TGate::free_arena(Arena* a) {
 }
 
 // Epoch-based protection of a producer's walk (reclaim() explains the grace periods). The
-// seq_cst fence orders the announcement before every load of a link, and pairs with the fence
-// in reclaim() between unlinking and reading announcements.
+// announcement and every load of a sentinel link are seq_cst, as are reclaim()'s CAS of those
+// links and its loads of announcements: in their single total order, either reclaim() sees this
+// announcement (and keeps what it retires alive), or it moved the sentinel before we load it (and
+// we never reach what it retires). seq_cst operations rather than fences, which ThreadSanitizer
+// does not model.
 void TGate::enter(ProducerState& p) {
-  p.announce.store(epoch_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  p.announce.store(epoch_.load(std::memory_order_seq_cst), std::memory_order_seq_cst);
   // Hints from an earlier insert may point at nodes freed since: start from the sentinel.
   std::fill(std::begin(p.preds), std::end(p.preds), head_);
 }
@@ -219,7 +224,7 @@ void TGate::link_arena(ProducerState& p, Arena* arena) {
     for (int l = top; l >= 0; --l) {
       Node* hint = p.preds[l];
       if (hint != head_ && (pred == head_ || hint->key > pred->key)) pred = hint;
-      Node* succ = pred->next()[l].load(std::memory_order_acquire);
+      Node* succ = pred->next()[l].load(pred == head_ ? std::memory_order_seq_cst : std::memory_order_acquire);
       while (succ != nullptr && succ->key < key) {
         pred = succ;
         succ = pred->next()[l].load(std::memory_order_acquire);
@@ -418,7 +423,7 @@ ReadResult TGate::next_ready_tuple(size_t reader) {
         reclaim();
       }
       out.state = ReadResult::State::kTuple;
-      out.tuple = {&x->arena->batch, x->row, t, j, pos};
+      out.tuple = {&x->arena->batch, x->row, t, j, pos, x->arena->arrival_ns};
       return out;
     }
   } else if (all_closed) {
@@ -491,7 +496,6 @@ void TGate::reclaim() {
       }
     }
   }
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   uint64_t e = epoch_.load(std::memory_order_seq_cst);
   bool all_current = true;
   for (size_t p = 0; p < options_.producers; ++p) {

@@ -3,6 +3,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include "arrow/counting_stream.h"
@@ -10,6 +11,7 @@
 #include "arrow/import.h"
 #include "core/error.h"
 #include "gate/merge.h"
+#include "ops/multiway.h"
 #include "python/py_iter_source.h"
 
 namespace nb = nanobind;
@@ -120,6 +122,66 @@ std::optional<Batch> pull(BatchSource& source) {
   }
 }
 
+// The result side of an aggregate as a BatchSource; the Aggregation handle shares the operator.
+struct AggregateSource final : BatchSource {
+  std::shared_ptr<ops::MultiwayAggregate> op;
+  const std::shared_ptr<const Schema>& schema() const noexcept override { return op->schema(); }
+  std::optional<Batch> next() override { return op->next(); }
+};
+
+// The handle Python keeps for pushing and for statistics.
+struct Aggregation {
+  std::shared_ptr<ops::MultiwayAggregate> op;
+};
+
+ops::MultiwayOptions aggregate_options(std::string time, std::vector<std::string> keys, int64_t size,
+                                       int64_t advance, int64_t offset,
+                                       const std::vector<std::tuple<std::string, std::string, std::string>>& aggs,
+                                       const std::string& design, size_t threads, int64_t batch_size,
+                                       bool flush, double rate) {
+  ops::MultiwayOptions o;
+  o.query.time_column = std::move(time);
+  o.query.keys = std::move(keys);
+  o.query.window = {size, advance, offset};
+  for (const auto& [name, kind, column] : aggs) {
+    window::AggSpec spec{name, window::AggKind::kCount, column};
+    static const std::pair<const char*, window::AggKind> kinds[] = {
+        {"count", window::AggKind::kCount}, {"sum", window::AggKind::kSum},   {"mean", window::AggKind::kMean},
+        {"min", window::AggKind::kMin},     {"max", window::AggKind::kMax},   {"first", window::AggKind::kFirst},
+        {"last", window::AggKind::kLast}};
+    bool found = false;
+    for (const auto& [n, k] : kinds) {
+      if (kind == n) {
+        spec.kind = k;
+        found = true;
+      }
+    }
+    if (!found) throw Error(ErrorKind::kInvalidInput, "unknown aggregate function '" + kind + "'");
+    o.query.aggs.push_back(std::move(spec));
+  }
+  if (design == "mq") {
+    o.design = ops::Design::kMQ;
+  } else if (design == "mqlf") {
+    o.design = ops::Design::kMQLF;
+  } else if (design == "tumlsc") {
+    o.design = ops::Design::kTuMLSC;
+  } else {
+    throw Error(ErrorKind::kInvalidInput, "unknown design '" + design + "'; expected 'mq', 'mqlf' or 'tumlsc'");
+  }
+  o.threads = threads;
+  o.batch_size = batch_size;
+  o.flush_each_window = flush;
+  o.rate = rate;
+  // Ctrl-C: the output thread waits without the GIL; every 50 ms it takes the GIL to let Python
+  // run signal handlers, and a KeyboardInterrupt ends the run (the operator's destructor
+  // cancels and joins its threads).
+  o.check_interrupt = [] {
+    nb::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) throw nb::python_error();
+  };
+  return o;
+}
+
 // The test producer as Python sees it: the counts, and the stream until it is exported.
 struct CountingStream {
   std::shared_ptr<arrow::ReleaseCounts> counts = std::make_shared<arrow::ReleaseCounts>();
@@ -194,6 +256,72 @@ NB_MODULE(_engine, m) {
       },
       "inputs"_a, "time"_a, "batch_size"_a,
       "Merges time-sorted streams by (time, input index, position); consumes the inputs.");
+  nb::class_<Aggregation>(m, "Aggregation")
+      .def("push",
+           [](Aggregation& a, uint32_t input, nb::handle schema, nb::handle array) {
+             auto sch = std::make_shared<const Schema>(
+                 arrow::import_schema(*from_capsule<ArrowSchema>(schema, "arrow_schema")));
+             Batch b = arrow::import_batch(from_capsule<ArrowArray>(array, "arrow_array"), sch,
+                                           "a batch pushed to input " + std::to_string(input));
+             nb::gil_scoped_release nogil;
+             a.op->push(input, b);
+           },
+           "input"_a, "schema"_a, "array"_a)
+      .def("heartbeat",
+           [](Aggregation& a, uint32_t input, int64_t time) {
+             nb::gil_scoped_release nogil;
+             a.op->heartbeat(input, time);
+           },
+           "input"_a, "time"_a)
+      .def("close",
+           [](Aggregation& a, uint32_t input) {
+             nb::gil_scoped_release nogil;
+             a.op->close(input);
+           },
+           "input"_a)
+      .def("cancel", [](Aggregation& a) { a.op->cancel(); })
+      .def("stats", [](Aggregation& a) {
+        const ops::MultiwayStats& s = a.op->stats();
+        nb::dict d;
+        d["tuples"] = s.tuples;
+        d["window_sets"] = s.window_sets;
+        d["latencies_ns"] = s.latencies_ns;
+        return d;
+      });
+
+  m.def(
+      "aggregate",
+      [](std::vector<Stream*> inputs, nb::handle schema, size_t n_inputs, std::string time,
+         std::vector<std::string> keys, int64_t size, int64_t advance, int64_t offset,
+         std::vector<std::tuple<std::string, std::string, std::string>> aggs, std::string design,
+         size_t threads, int64_t batch_size, bool flush, double rate) {
+        ops::MultiwayOptions o = aggregate_options(std::move(time), std::move(keys), size, advance, offset, aggs,
+                                                   design, threads, batch_size, flush, rate);
+        std::shared_ptr<const Schema> sch;
+        if (inputs.empty()) {
+          sch = std::make_shared<const Schema>(
+              arrow::import_schema(*from_capsule<ArrowSchema>(schema, "arrow_schema")));
+          ops::common_schema({sch}, o.query.time_column);
+        } else {
+          std::vector<std::shared_ptr<const Schema>> schemas;
+          for (Stream* s : inputs) schemas.push_back(s->get().schema());
+          sch = ops::common_schema(schemas, o.query.time_column);
+          n_inputs = inputs.size();
+        }
+        auto op = std::make_shared<ops::MultiwayAggregate>(sch, n_inputs, std::move(o));
+        if (!inputs.empty()) {
+          std::vector<std::unique_ptr<BatchSource>> sources;
+          for (Stream* s : inputs) sources.push_back(s->take());
+          op->start(std::move(sources));
+        }
+        auto source = std::make_unique<AggregateSource>();
+        source->op = op;
+        return nb::make_tuple(Stream{std::move(source)}, Aggregation{op});
+      },
+      "inputs"_a, "schema"_a.none(), "n_inputs"_a, "time"_a, "keys"_a, "size"_a, "advance"_a, "offset"_a, "aggs"_a,
+      "design"_a, "threads"_a, "batch_size"_a, "flush"_a, "rate"_a,
+      "A windowed aggregate. With input streams, engine threads read them; with none, the "
+      "Aggregation handle takes pushes for n_inputs inputs of `schema`. Returns (result, handle).");
   m.def("live_exports", &arrow::live_exports,
         "Exported Arrow structs whose release callback has not run yet.");
 

@@ -1,0 +1,57 @@
+#pragma once
+// Building new columns value by value (aggregate results, key columns), for batches the engine
+// creates from scratch. gather() is the bulk path for copying rows of existing batches.
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "core/batch.h"
+
+namespace pao {
+
+class ColumnBuilder {
+ public:
+  explicit ColumnBuilder(DataType type);
+
+  const DataType& type() const noexcept { return type_; }
+  int64_t size() const noexcept { return size_; }
+
+  void append_null();
+  // Fixed layout: the low byte_width() bytes of `value` (little-endian), so a caller holding an
+  // int64 writes an int32 column by passing the int64's address.
+  void append_fixed(const void* value) {
+    const size_t w = static_cast<size_t>(width_);
+    const size_t at = values_.size();
+    values_.resize(at + w);
+    std::memcpy(values_.data() + at, value, w);
+    mark_valid();
+  }
+  void append_bool(bool value);
+  void append_string(std::string_view value);
+
+  // Moves the values into `owner` and returns a column over them; the builder is empty after.
+  Column finish(std::vector<std::vector<uint8_t>>& owner);
+
+ private:
+  void mark_valid() {
+    if ((size_ & 7) == 0) validity_.push_back(0);
+    validity_.back() |= static_cast<uint8_t>(1u << (size_ & 7));
+    ++size_;
+  }
+
+  DataType type_;
+  int width_;
+  int64_t size_ = 0;
+  int64_t nulls_ = 0;
+  std::vector<uint8_t> validity_;
+  std::vector<uint8_t> values_;   // fixed values or bool bits
+  std::vector<int64_t> offsets_;  // strings
+  std::vector<uint8_t> data_;     // string bytes
+};
+
+// A batch of `schema` from one builder per field, all of the same size.
+Batch finish_batch(std::shared_ptr<const Schema> schema, std::vector<ColumnBuilder>& builders);
+
+}  // namespace pao

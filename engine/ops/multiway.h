@@ -1,0 +1,107 @@
+#pragma once
+// The multiway windowed aggregate (multiway aggregation paper, sections 4 and 5.3-5.5) in three
+// designs that give the identical result:
+//   kMQ      per-input queues behind a lock; the output thread scans every head for the least
+//            tuple, then updates and outputs (the Borealis / StreamCloud baseline);
+//   kMQLF    the same with lock-free single-producer single-consumer queues;
+//   kTuMLSC  producers merge as they insert, concurrently, into the T-Gate; one thread reads
+//            ready tuples, updates and outputs.
+// The output thread is the caller of next() on the result. Producers are either the engine's own
+// threads pulling the inputs (make_multiway_aggregate) or the user's threads (MultiwayPush).
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/batch.h"
+#include "gate/times.h"
+#include "window/window_aggregate.h"
+
+namespace pao::ops {
+
+enum class Design : uint8_t { kMQ, kMQLF, kTuMLSC };
+
+struct MultiwayOptions {
+  window::AggregateQuery query;
+  Design design = Design::kTuMLSC;
+  // Producer threads for pulled inputs, each feeding inputs i with i % threads == its index;
+  // 0 = min(inputs, hardware threads).
+  size_t threads = 0;
+  int64_t batch_size = 65536;
+  // Hand out completed window sets at once (streaming) rather than in full batches.
+  bool flush_each_window = false;
+  // Pulled inputs only: total tuples per second the producers pace themselves to (0 = as fast
+  // as possible). For latency measurements at a given load.
+  double rate = 0;
+  // Called about every 50 ms while the output thread waits; may throw to stop the run.
+  std::function<void()> check_interrupt;
+};
+
+struct MultiwayStats {
+  int64_t tuples = 0;
+  int64_t window_sets = 0;
+  // Per emitted window set: nanoseconds from the arrival of the tuple (or heartbeat, or close)
+  // that completed it to the moment next() handed out the batch holding its rows.
+  std::vector<int64_t> latencies_ns;
+};
+
+class Feed;  // the merged, ready order the output thread reads (T-Gate or queues)
+
+// The result: a BatchSource of window rows; also the handle for the push form.
+class MultiwayAggregate : public BatchSource {
+ public:
+  MultiwayAggregate(std::shared_ptr<const Schema> input_schema, size_t inputs, MultiwayOptions options);
+  ~MultiwayAggregate() override;
+
+  const std::shared_ptr<const Schema>& schema() const noexcept override;
+  std::optional<Batch> next() override;
+
+  // Push form: any thread, at most one at a time per input. push() validates the batch (schema,
+  // null and unsorted times, naming input and row) and waits while the engine is full.
+  void push(uint32_t input, const Batch& batch);
+  void heartbeat(uint32_t input, int64_t time);
+  void close(uint32_t input);
+  // Stops the run: producers and the output thread return, queued data is released.
+  void cancel();
+
+  // Pulled inputs: starts the producer threads.
+  void start(std::vector<std::unique_ptr<BatchSource>> inputs);
+
+  const MultiwayStats& stats() const noexcept { return stats_; }
+  const std::shared_ptr<const Schema>& input_schema() const noexcept { return input_schema_; }
+
+ private:
+  void produce(size_t slot, std::vector<uint32_t> mine, std::vector<std::unique_ptr<BatchSource>*> sources);
+  void fail(std::exception_ptr e);
+  void rethrow_failure();
+
+  std::shared_ptr<const Schema> input_schema_;
+  size_t inputs_;
+  MultiwayOptions options_;
+  size_t time_index_;
+  std::unique_ptr<Feed> feed_;
+  window::WindowAggregate agg_;
+  std::vector<std::unique_ptr<gate::InputTimes>> times_;
+  std::vector<std::mutex> push_locks_;  // push form: one pusher per input at a time
+
+  std::vector<std::unique_ptr<BatchSource>> sources_;
+  std::vector<std::thread> threads_;
+  std::mutex failure_mutex_;
+  std::exception_ptr failure_;
+  std::atomic<bool> failed_{false};
+  bool ended_ = false;
+
+  MultiwayStats stats_;
+  std::vector<int64_t> pending_arrivals_;  // arrival of the trigger of each window set not yet handed out
+};
+
+// Checks the inputs' schemas against input 0 (names the input and the difference) and returns
+// the schema the aggregate reads: input 0's, nullable wherever any input's is.
+std::shared_ptr<const Schema> common_schema(const std::vector<std::shared_ptr<const Schema>>& schemas,
+                                            const std::string& time_column);
+
+}  // namespace pao::ops

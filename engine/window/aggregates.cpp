@@ -1,0 +1,248 @@
+#include "window/aggregates.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace pao::window {
+
+bool order_sensitive(AggKind kind) noexcept { return kind == AggKind::kFirst || kind == AggKind::kLast; }
+
+const char* agg_name(AggKind kind) noexcept {
+  switch (kind) {
+    case AggKind::kCount: return "count";
+    case AggKind::kSum: return "sum";
+    case AggKind::kMean: return "mean";
+    case AggKind::kMin: return "min";
+    case AggKind::kMax: return "max";
+    case AggKind::kFirst: return "first";
+    case AggKind::kLast: return "last";
+  }
+  return "?";
+}
+
+namespace {
+
+DataType of(TypeId id) {
+  DataType t;
+  t.id = id;
+  return t;
+}
+
+bool is_float(TypeId id) { return id == TypeId::kFloat32 || id == TypeId::kFloat64; }
+bool is_unsigned(TypeId id) {
+  return id == TypeId::kUInt8 || id == TypeId::kUInt16 || id == TypeId::kUInt32 || id == TypeId::kUInt64 ||
+         id == TypeId::kBool;
+}
+bool is_number(TypeId id) {
+  return id != TypeId::kBool && id != TypeId::kDate32 && id != TypeId::kTimestamp &&
+         id != TypeId::kUtf8 && id != TypeId::kLargeUtf8;
+}
+
+// NaN counts as larger than every number (docs/semantics.md).
+bool float_less(double a, double b) noexcept { return a < b || (std::isnan(b) && !std::isnan(a)); }
+
+}  // namespace
+
+AggStates::AggStates(const AggSpec& spec, const Schema& input) : kind_(spec.kind) {
+  if (spec.column.empty()) {
+    if (kind_ != AggKind::kCount) {
+      throw Error(ErrorKind::kInvalidInput, std::string(agg_name(kind_)) + "() needs a column (aggregate '" +
+                                                spec.name + "')");
+    }
+    out_type_ = of(TypeId::kInt64);
+    return;
+  }
+  auto index = input.find(spec.column);
+  if (!index) {
+    throw Error(ErrorKind::kInvalidInput, "aggregate '" + spec.name + "' reads column '" + spec.column +
+                                              "', which the inputs do not have; their columns are: " +
+                                              input.to_string());
+  }
+  column_ = static_cast<int>(*index);
+  in_type_ = input.fields[*index].type;
+  const TypeId id = in_type_.id;
+  const bool strings = in_type_.layout() == Layout::kOffsets32 || in_type_.layout() == Layout::kOffsets64;
+  domain_ = strings ? Domain::kString : is_float(id) ? Domain::kFloat : is_unsigned(id) ? Domain::kUnsigned
+                                                                                      : Domain::kSigned;
+  auto unsupported = [&](const char* what) {
+    throw Error(ErrorKind::kUnsupportedType, std::string(agg_name(kind_)) + "('" + spec.column +
+                                                 "') (aggregate '" + spec.name + "') needs " + what +
+                                                 "; the column has type " + in_type_.to_string());
+  };
+  switch (kind_) {
+    case AggKind::kCount:
+      out_type_ = of(TypeId::kInt64);
+      break;
+    case AggKind::kSum:
+      if (!is_number(id)) unsupported("a numeric column");
+      out_type_ = of(is_float(id) ? TypeId::kFloat64 : is_unsigned(id) ? TypeId::kUInt64 : TypeId::kInt64);
+      break;
+    case AggKind::kMean:
+      if (!is_number(id)) unsupported("a numeric column");
+      out_type_ = of(TypeId::kFloat64);
+      break;
+    case AggKind::kMin:
+    case AggKind::kMax:
+      if (strings) unsupported("a numeric, boolean or temporal column");
+      out_type_ = in_type_;
+      break;
+    case AggKind::kFirst:
+    case AggKind::kLast:
+      out_type_ = in_type_;
+      break;
+  }
+}
+
+Value AggStates::read(const Batch& batch, int64_t row) const {
+  Value v;
+  const Column& c = batch.column(static_cast<size_t>(column_));
+  v.valid = c.validity == nullptr || c.is_valid(row);
+  if (!v.valid) return v;
+  const int64_t i = c.offset + row;
+  const void* p = c.values;
+  switch (in_type_.id) {
+    case TypeId::kBool: v.u = (static_cast<const uint8_t*>(p)[i >> 3] >> (i & 7)) & 1; break;
+    case TypeId::kInt8: v.i = static_cast<const int8_t*>(p)[i]; break;
+    case TypeId::kInt16: v.i = static_cast<const int16_t*>(p)[i]; break;
+    case TypeId::kInt32: case TypeId::kDate32: v.i = static_cast<const int32_t*>(p)[i]; break;
+    case TypeId::kInt64: case TypeId::kTimestamp: v.i = static_cast<const int64_t*>(p)[i]; break;
+    case TypeId::kUInt8: v.u = static_cast<const uint8_t*>(p)[i]; break;
+    case TypeId::kUInt16: v.u = static_cast<const uint16_t*>(p)[i]; break;
+    case TypeId::kUInt32: v.u = static_cast<const uint32_t*>(p)[i]; break;
+    case TypeId::kUInt64: v.u = static_cast<const uint64_t*>(p)[i]; break;
+    case TypeId::kFloat32: v.f = static_cast<const float*>(p)[i]; break;
+    case TypeId::kFloat64: v.f = static_cast<const double*>(p)[i]; break;
+    case TypeId::kUtf8: {
+      const auto* o = static_cast<const int32_t*>(p);
+      v.s = {reinterpret_cast<const char*>(c.data) + o[i], static_cast<size_t>(o[i + 1] - o[i])};
+      break;
+    }
+    case TypeId::kLargeUtf8: {
+      const auto* o = static_cast<const int64_t*>(p);
+      v.s = {reinterpret_cast<const char*>(c.data) + o[i], static_cast<size_t>(o[i + 1] - o[i])};
+      break;
+    }
+  }
+  return v;
+}
+
+void AggStates::resize(size_t slots) {
+  cells_.resize(slots, Cell{0, false, {0}});
+  if (domain_ == Domain::kString) strings_.resize(slots);
+}
+
+void AggStates::clear() {
+  cells_.clear();
+  strings_.clear();
+}
+
+bool AggStates::better(const Value& v, const Cell& c) const noexcept {
+  const bool min = kind_ == AggKind::kMin;
+  switch (domain_) {
+    case Domain::kSigned: return min ? v.i < c.i : c.i < v.i;
+    case Domain::kUnsigned: return min ? v.u < c.u : c.u < v.u;
+    case Domain::kFloat: return min ? float_less(v.f, c.f) : float_less(c.f, v.f);
+    case Domain::kString: return false;
+  }
+  return false;
+}
+
+void AggStates::update(uint32_t slot, const Value& v) {
+  Cell& c = cells_[slot];
+  switch (kind_) {
+    case AggKind::kCount:
+      c.n += column_ < 0 || v.valid;
+      return;
+    case AggKind::kSum:
+      if (!v.valid) return;
+      ++c.n;
+      if (domain_ == Domain::kFloat) {
+        c.f += v.f;
+      } else {
+        c.u += v.u;  // two's complement: wraps like numpy for signed and unsigned alike
+      }
+      return;
+    case AggKind::kMean:
+      if (!v.valid) return;
+      if (c.n++ == 0) c.wide = 0;
+      if (domain_ == Domain::kFloat) {
+        c.f += v.f;
+      } else if (domain_ == Domain::kSigned) {
+        c.wide += v.i;
+      } else {
+        c.wide += static_cast<__int128>(v.u);
+      }
+      return;
+    case AggKind::kMin:
+    case AggKind::kMax:
+      if (!v.valid) return;
+      if (c.n++ == 0 || better(v, c)) c.u = v.u;
+      return;
+    case AggKind::kFirst:
+      if (c.n != 0) return;
+      [[fallthrough]];
+    case AggKind::kLast:
+      c.n = 1;
+      c.valid = v.valid;
+      c.u = v.u;
+      if (domain_ == Domain::kString) strings_[slot].assign(v.s);
+      return;
+  }
+}
+
+void AggStates::emit(uint32_t slot, ColumnBuilder& out) const {
+  const Cell& c = cells_[slot];
+  switch (kind_) {
+    case AggKind::kCount:
+      out.append_fixed(&c.n);
+      return;
+    case AggKind::kSum:
+      if (c.n == 0) {
+        out.append_null();
+      } else {
+        out.append_fixed(&c.u);
+      }
+      return;
+    case AggKind::kMean: {
+      if (c.n == 0) {
+        out.append_null();
+        return;
+      }
+      const double mean = domain_ == Domain::kFloat ? c.f / static_cast<double>(c.n)
+                                                    : static_cast<double>(c.wide) / static_cast<double>(c.n);
+      out.append_fixed(&mean);
+      return;
+    }
+    default:
+      break;
+  }
+  const bool has = (kind_ == AggKind::kMin || kind_ == AggKind::kMax) ? c.n > 0 : c.n > 0 && c.valid;
+  if (!has) {
+    out.append_null();
+    return;
+  }
+  switch (domain_) {
+    case Domain::kString:
+      out.append_string(strings_[slot]);
+      return;
+    case Domain::kFloat:
+      if (in_type_.id == TypeId::kFloat32) {
+        const auto f = static_cast<float>(c.f);
+        out.append_fixed(&f);
+      } else {
+        out.append_fixed(&c.f);
+      }
+      return;
+    default:
+      if (in_type_.id == TypeId::kBool) {
+        out.append_bool(c.u != 0);
+      } else {
+        out.append_fixed(&c.u);  // the low bytes: the value in the column's own width
+      }
+      return;
+  }
+}
+
+}  // namespace pao::window

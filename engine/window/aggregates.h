@@ -1,0 +1,79 @@
+#pragma once
+// Aggregate functions and their per-window state (docs/semantics.md, "Windowed aggregation").
+// One interface serves every design: a design feeds tuples in the merged order, and
+// order-sensitive functions (first, last) rely on exactly that.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/batch.h"
+#include "core/builder.h"
+
+namespace pao::window {
+
+enum class AggKind : uint8_t { kCount, kSum, kMean, kMin, kMax, kFirst, kLast };
+
+struct AggSpec {
+  std::string name;    // output column
+  AggKind kind;
+  std::string column;  // empty: count() of tuples
+};
+
+bool order_sensitive(AggKind kind) noexcept;
+const char* agg_name(AggKind kind) noexcept;
+
+// A value read from a column, in the domain the function computes in.
+struct Value {
+  bool valid = false;
+  union {
+    int64_t i;
+    uint64_t u;
+    double f;
+  };
+  std::string_view s;
+  Value() : i(0) {}
+};
+
+// The states of one aggregate over the slots (keys) of one window set.
+class AggStates {
+ public:
+  // Checks that the function applies to the column's type (kUnsupportedType otherwise).
+  AggStates(const AggSpec& spec, const Schema& input);
+
+  const DataType& output_type() const noexcept { return out_type_; }
+  bool needs_value() const noexcept { return column_ >= 0; }
+  // The value of this aggregate's column at `row`, read once per tuple and applied to every
+  // window the tuple falls in.
+  Value read(const Batch& batch, int64_t row) const;
+
+  void resize(size_t slots);
+  void clear();
+  void update(uint32_t slot, const Value& v);
+  void emit(uint32_t slot, ColumnBuilder& out) const;
+
+ private:
+  enum class Domain : uint8_t { kSigned, kUnsigned, kFloat, kString };
+  struct Cell {
+    int64_t n;  // tuples (count), values seen (sum, mean, min, max), or 1 once set (first, last)
+    bool valid;
+    union {
+      int64_t i;
+      uint64_t u;
+      double f;
+      __int128 wide;  // exact integer sum for mean
+    };
+  };
+  bool better(const Value& v, const Cell& c) const noexcept;
+
+  AggKind kind_;
+  int column_ = -1;
+  DataType in_type_;
+  DataType out_type_;
+  Domain domain_ = Domain::kSigned;
+  std::vector<Cell> cells_;
+  std::vector<std::string> strings_;  // first/last of string columns
+};
+
+}  // namespace pao::window

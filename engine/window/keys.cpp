@@ -1,0 +1,236 @@
+#include "window/keys.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace pao::window {
+namespace {
+
+constexpr uint32_t kEmpty = UINT32_MAX;
+
+bool is_signed(TypeId id) {
+  switch (id) {
+    case TypeId::kInt8: case TypeId::kInt16: case TypeId::kInt32: case TypeId::kInt64:
+    case TypeId::kDate32: case TypeId::kTimestamp:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The value of a fixed-width or bool column at `row` as an unsigned integer whose order is the
+// output order (signed values offset by 2^(bits-1); floats by the usual sign flip, with one NaN
+// above +inf and -0.0 folded into 0.0).
+uint64_t normalized(const DataType& type, const Column& c, int64_t row) {
+  const int64_t i = c.offset + row;
+  switch (type.id) {
+    case TypeId::kBool:
+      return (static_cast<const uint8_t*>(c.values)[i >> 3] >> (i & 7)) & 1;
+    case TypeId::kFloat32: {
+      float f = static_cast<const float*>(c.values)[i];
+      if (std::isnan(f)) return 0xFFFFFFFFu;
+      if (f == 0.0f) f = 0.0f;
+      const uint32_t b = std::bit_cast<uint32_t>(f);
+      return (b >> 31) ? ~b : (b | 0x80000000u);
+    }
+    case TypeId::kFloat64: {
+      double f = static_cast<const double*>(c.values)[i];
+      if (std::isnan(f)) return ~uint64_t{0};
+      if (f == 0.0) f = 0.0;
+      const uint64_t b = std::bit_cast<uint64_t>(f);
+      return (b >> 63) ? ~b : (b | (uint64_t{1} << 63));
+    }
+    default:
+      break;
+  }
+  const int w = type.byte_width();
+  const auto* p = static_cast<const uint8_t*>(c.values) + i * w;
+  if (is_signed(type.id)) {
+    int64_t v = 0;
+    switch (w) {
+      case 1: v = *reinterpret_cast<const int8_t*>(p); break;
+      case 2: { int16_t x; std::memcpy(&x, p, 2); v = x; break; }
+      case 4: { int32_t x; std::memcpy(&x, p, 4); v = x; break; }
+      default: std::memcpy(&v, p, 8); break;
+    }
+    return static_cast<uint64_t>(v) + (uint64_t{1} << (w * 8 - 1));
+  }
+  uint64_t v = 0;
+  std::memcpy(&v, p, static_cast<size_t>(w));
+  return v;
+}
+
+// Inverse of normalized(): appends the value to `b`.
+void append_normalized(ColumnBuilder& b, uint64_t v) {
+  const DataType& type = b.type();
+  switch (type.id) {
+    case TypeId::kBool:
+      b.append_bool(v != 0);
+      return;
+    case TypeId::kFloat32: {
+      const auto n = static_cast<uint32_t>(v);
+      const uint32_t bits = n == 0xFFFFFFFFu ? std::bit_cast<uint32_t>(std::nanf(""))
+                            : (n >> 31)      ? (n & 0x7FFFFFFFu)
+                                             : ~n;
+      b.append_fixed(&bits);
+      return;
+    }
+    case TypeId::kFloat64: {
+      const uint64_t bits = v == ~uint64_t{0} ? std::bit_cast<uint64_t>(std::nan(""))
+                            : (v >> 63)       ? (v & ~(uint64_t{1} << 63))
+                                              : ~v;
+      b.append_fixed(&bits);
+      return;
+    }
+    default:
+      break;
+  }
+  const int w = type.byte_width();
+  const uint64_t raw = is_signed(type.id) ? v - (uint64_t{1} << (w * 8 - 1)) : v;
+  b.append_fixed(&raw);  // little-endian: the low w bytes are the value
+}
+
+int normalized_bytes(const DataType& type) {
+  return type.id == TypeId::kBool ? 1 : type.byte_width();
+}
+
+std::string_view string_at(const Column& c, int64_t row, bool large) {
+  const int64_t i = c.offset + row;
+  int64_t begin, end;
+  if (large) {
+    begin = static_cast<const int64_t*>(c.values)[i];
+    end = static_cast<const int64_t*>(c.values)[i + 1];
+  } else {
+    begin = static_cast<const int32_t*>(c.values)[i];
+    end = static_cast<const int32_t*>(c.values)[i + 1];
+  }
+  return {reinterpret_cast<const char*>(c.data) + begin, static_cast<size_t>(end - begin)};
+}
+
+}  // namespace
+
+KeyTable::KeyTable(const Schema& schema, std::vector<size_t> columns) : columns_(std::move(columns)) {
+  for (size_t c : columns_) types_.push_back(schema.fields[c].type);
+  packed_ = columns_.size() == 1 && types_[0].layout() != Layout::kOffsets32 &&
+            types_[0].layout() != Layout::kOffsets64;
+  if (packed_) {
+    width_ = normalized_bytes(types_[0]);
+    slots_.assign(1024, 0);
+    slot_ids_.assign(1024, kEmpty);
+  }
+}
+
+uint32_t KeyTable::add_packed(uint64_t v, bool null) {
+  const auto id = static_cast<uint32_t>(count_++);
+  order_.push_back((static_cast<unsigned __int128>(null) << 64) | v);
+  value_of_.push_back(v);
+  return id;
+}
+
+uint32_t KeyTable::packed_id(const Column& c, int64_t row) {
+  if (c.validity != nullptr && !c.is_valid(row)) {
+    if (null_id_ == kEmpty) null_id_ = add_packed(0, true);
+    return null_id_;
+  }
+  const uint64_t v = normalized(types_[0], c, row);
+  size_t mask = slots_.size() - 1;
+  size_t s = static_cast<size_t>((v * 0x9E3779B97F4A7C15ULL) >> 20) & mask;
+  for (;;) {
+    if (slot_ids_[s] == kEmpty) break;
+    if (slots_[s] == v) return slot_ids_[s];
+    s = (s + 1) & mask;
+  }
+  const uint32_t id = add_packed(v, false);
+  slots_[s] = v;
+  slot_ids_[s] = id;
+  if (count_ * 2 > slots_.size()) {  // grow at half full: probes stay short
+    std::vector<uint64_t> old_slots(slots_.size() * 2, 0);
+    std::vector<uint32_t> old_ids(slots_.size() * 2, kEmpty);
+    old_slots.swap(slots_);
+    old_ids.swap(slot_ids_);
+    mask = slots_.size() - 1;
+    for (size_t i = 0; i < old_ids.size(); ++i) {
+      if (old_ids[i] == kEmpty) continue;
+      size_t t = static_cast<size_t>((old_slots[i] * 0x9E3779B97F4A7C15ULL) >> 20) & mask;
+      while (slot_ids_[t] != kEmpty) t = (t + 1) & mask;
+      slots_[t] = old_slots[i];
+      slot_ids_[t] = old_ids[i];
+    }
+  }
+  return id;
+}
+
+uint32_t KeyTable::encoded_id(const Batch& batch, int64_t row) {
+  scratch_.clear();
+  for (size_t k = 0; k < columns_.size(); ++k) {
+    const Column& c = batch.column(columns_[k]);
+    const DataType& type = types_[k];
+    if (c.validity != nullptr && !c.is_valid(row)) {
+      scratch_.push_back('\x01');  // after every value's '\x00': nulls last
+      continue;
+    }
+    scratch_.push_back('\x00');
+    if (type.layout() == Layout::kOffsets32 || type.layout() == Layout::kOffsets64) {
+      // Each 0x00 escaped as 0x00 0xFF, the end marked 0x00 0x00: bytewise order is string order.
+      for (char ch : string_at(c, row, type.layout() == Layout::kOffsets64)) {
+        scratch_.push_back(ch);
+        if (ch == '\0') scratch_.push_back('\xFF');
+      }
+      scratch_.push_back('\x00');
+      scratch_.push_back('\x00');
+    } else {
+      const uint64_t v = normalized(type, c, row);
+      for (int b = normalized_bytes(type) - 1; b >= 0; --b) scratch_.push_back(static_cast<char>(v >> (8 * b)));
+    }
+  }
+  auto [it, fresh] = ids_.try_emplace(scratch_, static_cast<uint32_t>(count_));
+  if (fresh) {
+    encoded_.push_back(scratch_);
+    ++count_;
+  }
+  return it->second;
+}
+
+void KeyTable::append(uint32_t id, std::vector<ColumnBuilder>& builders, size_t first) const {
+  if (columns_.empty()) return;
+  if (packed_) {
+    if (id == null_id_) {
+      builders[first].append_null();
+    } else {
+      append_normalized(builders[first], value_of_[id]);
+    }
+    return;
+  }
+  const std::string& e = encoded_[id];
+  size_t at = 0;
+  for (size_t k = 0; k < columns_.size(); ++k) {
+    ColumnBuilder& b = builders[first + k];
+    if (e[at++] == '\x01') {
+      b.append_null();
+      continue;
+    }
+    const DataType& type = types_[k];
+    if (type.layout() == Layout::kOffsets32 || type.layout() == Layout::kOffsets64) {
+      std::string value;
+      for (;;) {
+        const char ch = e[at++];
+        if (ch != '\0') {
+          value.push_back(ch);
+          continue;
+        }
+        if (e[at++] == '\x00') break;  // end marker
+        value.push_back('\0');          // escaped zero byte
+      }
+      b.append_string(value);
+    } else {
+      uint64_t v = 0;
+      for (int i = 0; i < normalized_bytes(type); ++i) v = (v << 8) | static_cast<uint8_t>(e[at++]);
+      append_normalized(b, v);
+    }
+  }
+}
+
+}  // namespace pao::window

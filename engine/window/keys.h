@@ -1,0 +1,67 @@
+#pragma once
+// Group-by keys: each distinct key of one or more columns gets a dense id (0, 1, 2, ...), so
+// window state is indexed by arrays rather than hashed once per window.
+//
+// A key is stored in an order-preserving byte encoding: comparing two encodings bytewise gives
+// the output order of docs/semantics.md (each column ascending, null last, NaN after every
+// number, -0.0 equal to 0.0, strings by UTF-8 bytes). One encoding gives hashing, equality,
+// ordering and, decoded, the output values. A single fixed-width key column (the common case:
+// meter, song, user ids) uses the same order packed into one uint64 and a flat hash table.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/batch.h"
+#include "core/builder.h"
+
+namespace pao::window {
+
+class KeyTable {
+ public:
+  // `columns`: indices of the key columns in `schema`; empty for a single group.
+  KeyTable(const Schema& schema, std::vector<size_t> columns);
+
+  // The id of row `row`'s key, assigning the next id to a new key.
+  uint32_t id(const Batch& batch, int64_t row) {
+    if (columns_.empty()) return 0;
+    if (packed_) return packed_id(batch.column(columns_[0]), row);
+    return encoded_id(batch, row);
+  }
+  size_t size() const noexcept { return columns_.empty() ? 1 : count_; }
+  // Output order of two ids.
+  bool less(uint32_t a, uint32_t b) const noexcept {
+    if (packed_) return order_[a] < order_[b];
+    return encoded_[a] < encoded_[b];
+  }
+  // Appends key `id`'s values to builders[first..first + columns).
+  void append(uint32_t id, std::vector<ColumnBuilder>& builders, size_t first) const;
+
+  const std::vector<size_t>& columns() const noexcept { return columns_; }
+
+ private:
+  uint32_t packed_id(const Column& c, int64_t row);
+  uint32_t encoded_id(const Batch& batch, int64_t row);
+  uint32_t add_packed(uint64_t normalized, bool null);
+
+  std::vector<size_t> columns_;
+  std::vector<DataType> types_;
+  size_t count_ = 0;
+
+  // Packed path. order_[id] = (null << 64) | normalized value: null sorts after every value.
+  bool packed_ = false;
+  int width_ = 0;
+  std::vector<uint64_t> slots_;  // open addressing: normalized value, or kEmpty
+  std::vector<uint32_t> slot_ids_;
+  uint32_t null_id_ = UINT32_MAX;
+  std::vector<unsigned __int128> order_;
+  std::vector<uint64_t> value_of_;  // id -> normalized value
+
+  // Encoded path.
+  std::string scratch_;
+  std::unordered_map<std::string, uint32_t> ids_;
+  std::vector<std::string> encoded_;
+};
+
+}  // namespace pao::window

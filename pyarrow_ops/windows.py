@@ -1,0 +1,70 @@
+"""Time windows for :func:`pyarrow_ops.aggregate`."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+Duration = int | dt.timedelta
+"""A window length: an int in the time column's own unit, or a timedelta (timestamp and date columns)."""
+
+_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+@dataclass(frozen=True)
+class Window:
+    """Windows ``[start, start + size)`` for every ``start = offset + k * advance``.
+
+    Build one with :func:`sliding` or :func:`tumbling`.
+    """
+
+    size: Duration
+    advance: Duration
+    offset: Duration = 0
+
+    def resolve(self, time_type: pa.DataType) -> tuple[int, int, int]:
+        """(size, advance, offset) as integers in the unit of a time column of ``time_type``."""
+        return tuple(_in_units(v, name, time_type) for name, v in  # type: ignore[return-value]
+                     (("size", self.size), ("advance", self.advance), ("offset", self.offset)))
+
+
+def sliding(size: Duration, advance: Duration, offset: Duration = 0) -> Window:
+    """Sliding windows of length ``size`` starting every ``advance``.
+
+    >>> import datetime as dt, pyarrow_ops as po
+    >>> po.sliding(size=30, advance=3)
+    Window(size=30, advance=3, offset=0)
+    >>> po.sliding(dt.timedelta(seconds=30), dt.timedelta(seconds=3)).resolve(pa.timestamp("ms"))
+    (30000, 3000, 0)
+    """
+    return Window(size, advance, offset)
+
+
+def tumbling(size: Duration, offset: Duration = 0) -> Window:
+    """Back-to-back windows of length ``size``: ``sliding(size, size, offset)``."""
+    return Window(size, size, offset)
+
+
+def _in_units(value: Duration, name: str, time_type: pa.DataType) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, dt.timedelta)):
+        raise TypeError(f"window {name} must be an int or a datetime.timedelta, got {type(value).__name__}")
+    if isinstance(value, int):
+        return value
+    if pa.types.is_timestamp(time_type):
+        per_second = _PER_SECOND[time_type.unit]
+    elif pa.types.is_date32(time_type):
+        per_second = None
+    else:
+        raise TypeError(f"window {name} is a timedelta but the time column is {time_type}; use an int")
+    micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+    if per_second is None:
+        days, rest = divmod(micros, 86_400_000_000)
+        if rest:
+            raise ValueError(f"window {name} {value} is not a whole number of days (the date32 unit)")
+        return days
+    scaled, rest = divmod(micros * per_second, 1_000_000)
+    if rest:
+        raise ValueError(f"window {name} {value} is not a whole number of the time column's unit ({time_type.unit})")
+    return scaled
