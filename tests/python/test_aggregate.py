@@ -1,0 +1,230 @@
+"""aggregate() and live_aggregate(): every design equals the plain reference, exactly, on random
+inputs; bad input gives clear errors with nothing emitted past the fault."""
+
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pyarrow_ops as po
+from reference import random_column, reference_aggregate, sorted_times, split
+
+VALUE_TYPES = [pa.int8(), pa.int64(), pa.uint32(), pa.uint64(), pa.float32(), pa.float64(), pa.bool_(),
+               pa.string(), pa.timestamp("us"), pa.date32()]
+KEY_TYPES = [pa.int64(), pa.uint16(), pa.string(), pa.float64(), pa.bool_(), pa.large_string(), pa.int8()]
+TIME_TYPES = [pa.int64(), pa.int32(), pa.timestamp("ms", tz="UTC"), pa.timestamp("ns"), pa.date32()]
+FUNCTIONS = ["count", "sum", "mean", "min", "max", "first", "last"]
+
+
+def applies(function, type_):
+    if function in ("sum", "mean"):
+        return pa.types.is_integer(type_) or pa.types.is_floating(type_)
+    if function in ("min", "max"):
+        return not (pa.types.is_string(type_) or pa.types.is_large_string(type_))
+    return True
+
+
+def make_agg(function, column):
+    return getattr(po, function)(column) if column is not None else po.count()
+
+
+@st.composite
+def queries(draw):
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    k = draw(st.integers(1, 25))
+    time_type = draw(st.sampled_from(TIME_TYPES))
+    key_types = draw(st.lists(st.sampled_from(KEY_TYPES), max_size=2))
+    value_types = draw(st.lists(st.sampled_from(VALUE_TYPES), min_size=1, max_size=3))
+    key_null = draw(st.sampled_from([0.0, 0.2]))
+    distinct_keys = draw(st.integers(1, 6))
+    tables = []
+    for _ in range(k):
+        n = int(rng.integers(0, 40)) if draw(st.booleans()) else int(rng.integers(0, 4))
+        cols = {"t": sorted_times(time_type, n, rng, spread=int(rng.integers(0, 4)))}
+        for j, kt in enumerate(key_types):
+            pool = random_column(kt, distinct_keys, rng, null_rate=0.0)
+            idx = rng.integers(0, distinct_keys, n)
+            values = pool.take(pa.array(idx)) if n else pool.slice(0, 0)
+            mask = rng.random(n) < key_null
+            cols[f"k{j}"] = pa.array([None if m else v for v, m in zip(values.to_pylist(), mask)], kt)
+        for j, vt in enumerate(value_types):
+            cols[f"v{j}"] = random_column(vt, n, rng, null_rate=0.3)
+        tables.append(pa.table(cols))
+    aggs = {"n": ("count", None)}
+    for j, vt in enumerate(value_types):
+        for f in FUNCTIONS:
+            if applies(f, vt) and draw(st.booleans()):
+                aggs[f"{f}_{j}"] = (f, f"v{j}")
+    size = draw(st.integers(1, 12))
+    advance = draw(st.integers(1, 14))
+    offset = draw(st.integers(-5, 5))
+    max_rows = draw(st.integers(1, 8))
+    return seed, tables, [f"k{j}" for j in range(len(key_types))], size, advance, offset, aggs, max_rows
+
+
+def run(tables, keys, size, advance, offset, aggs, design, max_rows, rng, threads=None, batch_size=7):
+    inputs = [split(t, rng, max_rows) or [pa.RecordBatch.from_pylist([], t.schema)] for t in tables]
+    inputs = [pa.Table.from_batches(batches, t.schema) for batches, t in zip(inputs, tables)]
+    return po.aggregate(
+        [pa.RecordBatchReader.from_batches(t.schema, t.to_batches(max_chunksize=max_rows)) for t in inputs],
+        time="t", key=keys or None, window=po.sliding(size, advance, offset),
+        aggs={name: make_agg(f, c) for name, (f, c) in aggs.items()},
+        design=design, threads=threads, batch_size=batch_size,
+    ).to_arrow()
+
+
+def plain(column):
+    """Python values; temporal columns as their stored integers (ns timestamps do not fit datetime)."""
+    if pa.types.is_timestamp(column.type):
+        column = column.cast(pa.int64())
+    elif pa.types.is_date32(column.type):
+        column = column.cast(pa.int32())
+    return column.to_pylist()
+
+
+def assert_same(got, want):
+    assert [(f.name, f.type) for f in got.schema] == [(f.name, f.type) for f in want.schema]
+    # NaN compares unequal to itself: compare per column with NaN-aware equality.
+    for name in want.column_names:
+        g, w = plain(got[name]), plain(want[name])
+        assert len(g) == len(w), name
+        for a, b in zip(g, w):
+            assert a == b or (a != a and b != b), (name, a, b)
+
+
+@given(queries(), st.sampled_from(po.DESIGNS), st.integers(1, 3))
+def test_every_design_equals_the_reference(query, design, threads):
+    seed, tables, keys, size, advance, offset, aggs, max_rows = query
+    want = reference_aggregate(tables, time="t", key=keys, size=size, advance=advance, offset=offset, aggs=aggs)
+    got = run(tables, keys, size, advance, offset, aggs, design, max_rows, np.random.default_rng(seed), threads)
+    assert_same(got, want)
+
+
+@settings(max_examples=20)
+@given(st.integers(0, 2**32 - 1))
+def test_designs_agree_with_each_other_on_many_inputs_and_ties(seed):
+    rng = np.random.default_rng(seed)
+    tables = [pa.table({"t": pa.array(np.sort(rng.integers(0, 50, 300))), "k": rng.integers(0, 5, 300),
+                        "v": rng.standard_normal(300)}) for _ in range(20)]
+    aggs = {"n": ("count", None), "s": ("sum", "v"), "f": ("first", "v"), "l": ("last", "v")}
+    results = [run(tables, ["k"], 10, 3, 0, aggs, d, 17, np.random.default_rng(seed), threads=2) for d in po.DESIGNS]
+    for r in results[1:]:
+        assert r.equals(results[0])
+
+
+def test_smart_meter_query_k_os_matches_reference():
+    from pyarrow_ops.datasets import smart_meter_readings
+
+    tables = smart_meter_readings(rows=20_000, meters=243, concentrators=4, period_ms=30_000, seed=3)
+    aggs = {"first": ("first", "kwh"), "n": ("count", None)}
+    want = reference_aggregate(tables, time="time", key=["meter"], size=30_000, advance=3_000, offset=0, aggs=aggs)
+    for design in po.DESIGNS:
+        got = po.aggregate(tables, time="time", key="meter", window=po.sliding(30_000, 3_000),
+                           aggs={"first": po.first("kwh"), "n": po.count()}, design=design).to_arrow()
+        assert_same(got, want)
+
+
+def test_timedelta_windows_on_timestamps():
+    import datetime as dt
+
+    t = pa.table({"ts": pa.array([0, 1500, 3100], pa.int64()).cast(pa.timestamp("ms")), "v": [1, 2, 3]})
+    out = po.aggregate(t, time="ts", window=po.tumbling(dt.timedelta(seconds=2)), aggs={"s": po.sum("v")})
+    assert out.to_arrow()["s"].to_pylist() == [3, 3]
+    with pytest.raises(ValueError, match="whole number"):
+        po.aggregate(t, time="ts", window=po.tumbling(dt.timedelta(microseconds=5)), aggs={"s": po.sum("v")})
+
+
+def test_result_to_polars_without_copy():
+    t = pa.table({"t": [0, 1, 2, 3], "v": [1.0, 2.0, 3.0, 4.0]})
+    df = po.aggregate(t, time="t", window=po.tumbling(2), aggs={"m": po.mean("v")}).to_polars()
+    assert df["m"].to_list() == [1.5, 3.5]
+
+
+# ---- bad input ----
+
+def test_unsorted_input_names_input_row_and_values_and_emits_nothing_past_it():
+    good = pa.table({"t": list(range(100)), "v": [1] * 100})
+    bad = pa.table({"t": list(range(50)) + [10] + list(range(51, 100)), "v": [1] * 100})
+    for design in po.DESIGNS:
+        rows = []
+        with pytest.raises(po.UnsortedInputError, match=r"input 1 is not sorted by 't': row 50 has 10, earlier than 49 at row 49"):
+            for batch in po.aggregate([good, bad.to_batches(max_chunksize=10)], time="t", window=po.tumbling(5),
+                                      aggs={"n": po.count()}, design=design, batch_size=1):
+                rows.extend(batch.to_pylist())
+        # Windows emitted before the fault are complete and correct: none reaches past row 49.
+        assert all(r["window_end"] <= 50 and r["n"] == 10 for r in rows)
+
+
+def test_time_column_missing_in_one_input():
+    a = pa.table({"t": [1], "v": [1]})
+    b = pa.table({"ts": [1], "v": [1]})
+    with pytest.raises(po.SchemaMismatchError, match="input 1"):
+        po.aggregate([a, b], time="t", window=po.tumbling(5), aggs={"n": po.count()})
+
+
+def test_mismatched_key_types():
+    a = pa.table({"t": [1], "k": pa.array([1], pa.int32())})
+    b = pa.table({"t": [1], "k": pa.array(["x"])})
+    with pytest.raises(po.SchemaMismatchError, match="input 1 does not match input 0: column 'k'"):
+        po.aggregate([a, b], time="t", key="k", window=po.tumbling(5), aggs={"n": po.count()})
+
+
+def test_null_time():
+    a = pa.table({"t": pa.array([1, None, 3], pa.int64())})
+    with pytest.raises(po.NullTimeError, match="input 0 has a null time in column 't' at row 1"):
+        po.aggregate(a, time="t", window=po.tumbling(5), aggs={"n": po.count()}).to_arrow()
+
+
+def test_unsupported_aggregate_and_unknown_columns():
+    a = pa.table({"t": [1], "s": ["x"]})
+    with pytest.raises(po.UnsupportedTypeError, match=r"sum\('s'\)"):
+        po.aggregate(a, time="t", window=po.tumbling(5), aggs={"x": po.sum("s")})
+    with pytest.raises(po.InvalidInputError, match="key column 'nope' not found"):
+        po.aggregate(a, time="t", key="nope", window=po.tumbling(5), aggs={"n": po.count()})
+    with pytest.raises(ValueError, match="design"):
+        po.aggregate(a, time="t", window=po.tumbling(5), aggs={"n": po.count()}, design="nope")
+
+
+# ---- push form ----
+
+def test_live_aggregate_from_threads_equals_batch_result():
+    rng = np.random.default_rng(5)
+    tables = [pa.table({"t": np.sort(rng.integers(0, 1000, 2000)), "k": rng.integers(0, 7, 2000),
+                        "v": rng.standard_normal(2000)}) for _ in range(4)]
+    aggs = {"n": po.count(), "f": po.first("v"), "m": po.max("v")}
+    want = po.aggregate(tables, time="t", key="k", window=po.sliding(30, 3), aggs=aggs).to_arrow()
+    live = po.live_aggregate(tables[0].schema, inputs=4, time="t", key="k", window=po.sliding(30, 3), aggs=aggs)
+
+    def feed(i):
+        for b in tables[i].to_batches(max_chunksize=97):
+            live.push(i, b)
+            live.heartbeat(i, int(b["t"][-1].as_py()))
+        live.close(i)
+
+    threads = [threading.Thread(target=feed, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    got = pa.Table.from_batches(list(live), want.schema)
+    for t in threads:
+        t.join()
+    assert got.equals(want)
+    stats = live.stats()
+    assert stats["tuples"] == 8000 and len(stats["latencies_ns"]) == stats["window_sets"] > 0
+
+
+def test_live_heartbeats_release_windows_and_must_not_go_back():
+    schema = pa.schema([("t", pa.int64())])
+    live = po.live_aggregate(schema, inputs=2, time="t", window=po.tumbling(10), aggs={"n": po.count()})
+    live.push(0, pa.record_batch({"t": [1, 2]}, schema=schema))
+    live.heartbeat(0, 10)
+    live.heartbeat(1, 10)  # input 1 idle: its heartbeat completes window [0, 10)
+    it = iter(live)
+    assert next(it).to_pylist() == [{"window_start": 0, "window_end": 10, "n": 2}]
+    with pytest.raises(po.UnsortedInputError, match="heartbeat"):
+        live.heartbeat(1, 5)
+    with pytest.raises(po.UnsortedInputError):
+        next(it)
