@@ -11,6 +11,7 @@
 #include "arrow/import.h"
 #include "core/error.h"
 #include "gate/merge.h"
+#include "gate/tgate_bench.h"
 #include "ops/multiway.h"
 #include "python/py_iter_source.h"
 
@@ -322,6 +323,19 @@ NB_MODULE(_engine, m) {
       "design"_a, "threads"_a, "batch_size"_a, "flush"_a, "rate"_a,
       "A windowed aggregate. With input streams, engine threads read them; with none, the "
       "Aggregation handle takes pushes for n_inputs inputs of `schema`. Returns (result, handle).");
+  m.def(
+      "benchmark_gate",
+      [](size_t inputs, int64_t tuples, bool scan_all, size_t producers, int64_t batch_rows) {
+        gate::GateBenchResult r;
+        {
+          nb::gil_scoped_release nogil;
+          r = gate::benchmark_gate(inputs, tuples, scan_all ? gate::Readiness::kScanAll : gate::Readiness::kExact,
+                                   producers, batch_rows);
+        }
+        return nb::make_tuple(r.seconds, r.tuples, r.peak_live_arenas);
+      },
+      "inputs"_a, "tuples"_a, "scan_all"_a, "producers"_a, "batch_rows"_a,
+      "T-Gate throughput (Figure 7): (seconds, tuples read, peak live arenas).");
   m.def("live_exports", &arrow::live_exports,
         "Exported Arrow structs whose release callback has not run yet.");
 
