@@ -11,7 +11,9 @@ GateBenchResult benchmark_gate(size_t inputs, int64_t tuples, Readiness readines
                                int64_t batch_rows) {
   producers = std::max<size_t>(1, std::min(producers, inputs));
   const int64_t per_input = tuples / static_cast<int64_t>(inputs);
-  auto schema = std::make_shared<const Schema>(Schema{{Field{"t", DataType{TypeId::kInt64}, false}}});
+  DataType int64;
+  int64.id = TypeId::kInt64;
+  auto schema = std::make_shared<const Schema>(Schema{{Field{"t", int64, false}}});
   std::vector<std::vector<int64_t>> times(inputs);
   std::vector<std::vector<Batch>> batches(inputs);
   std::mt19937_64 rng(42);
