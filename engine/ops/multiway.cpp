@@ -73,6 +73,10 @@ struct Item {
 class LockedQueue {
  public:
   explicit LockedQueue(size_t capacity) : capacity_(capacity) {}
+  size_t free_space() {
+    std::lock_guard lock(mutex_);
+    return capacity_ - items_.size();
+  }
   bool try_push(const Item& item) {
     std::lock_guard lock(mutex_);
     if (items_.size() >= capacity_) return false;
@@ -102,6 +106,9 @@ class LockedQueue {
 class LockFreeQueue {
  public:
   explicit LockFreeQueue(size_t capacity) : items_(std::bit_ceil(capacity)), mask_(items_.size() - 1) {}
+  size_t free_space() {
+    return items_.size() - (tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_acquire));
+  }
   bool try_push(const Item& item) {
     const uint64_t t = tail_.load(std::memory_order_relaxed);
     if (t - head_.load(std::memory_order_acquire) == items_.size()) return false;
@@ -144,6 +151,7 @@ class QueueFeed final : public Feed {
     Input& in = inputs_[input];
     const int64_t n = b.num_rows();
     if (n == 0) return true;
+    if (!wait && in.queue->free_space() < static_cast<size_t>(n)) return false;  // never stop mid-batch
     const int64_t arrival = now_ns();
     auto* held = new Batch(b);
     for (int64_t r = 0; r < n; ++r) {
@@ -360,7 +368,10 @@ MultiwayAggregate::~MultiwayAggregate() {
 
 const std::shared_ptr<const Schema>& MultiwayAggregate::schema() const noexcept { return agg_.output_schema(); }
 
-void MultiwayAggregate::cancel() { feed_->cancel(); }
+void MultiwayAggregate::cancel() {
+  stopping_.store(true, std::memory_order_release);
+  feed_->cancel();
+}
 
 void MultiwayAggregate::fail(std::exception_ptr e) {
   {
@@ -368,6 +379,7 @@ void MultiwayAggregate::fail(std::exception_ptr e) {
     if (!failure_) failure_ = e;
   }
   failed_.store(true, std::memory_order_release);
+  stopping_.store(true, std::memory_order_release);
   feed_->cancel();
 }
 
@@ -466,27 +478,47 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
     const auto start = std::chrono::steady_clock::now();
     int64_t sent = 0;
     const double share = options_.rate > 0 ? options_.rate * mine.size() / static_cast<double>(inputs_) : 0;
+    // Chunks of kChunk rows, and never a blocking push while another owned input could take
+    // one: a thread blocks only when every input it owns is full. If every thread did, every
+    // input would hold unread tuples, so the least of them would be ready and the output thread
+    // would make room; hence no deadlock, whatever the batch sizes.
+    constexpr int64_t kChunk = 4096;
+    std::vector<int64_t> done(mine.size(), 0);  // rows of the pending batch already pushed
+    std::vector<size_t> order(mine.size());
     for (;;) {
-      size_t best = mine.size();
+      order.clear();
       for (size_t m = 0; m < mine.size(); ++m) {
-        if (!pending[m].ended && (best == mine.size() || pending[m].times[0] < pending[best].times[0])) best = m;
+        if (!pending[m].ended) order.push_back(m);
       }
-      if (best == mine.size()) return;
-      Pending& p = pending[best];
-      if (share > 0) {  // pacing for latency measurements
-        const auto due = start + std::chrono::nanoseconds(static_cast<int64_t>(sent / share * 1e9));
-        std::this_thread::sleep_until(due);
-      }
-      if (!feed_->push(slot, mine[best], p.batch, p.times, false)) {
-        for (size_t m = 0; m < mine.size(); ++m) {
-          if (!pending[m].ended) feed_->heartbeat(mine[m], pending[m].times[0]);
+      if (order.empty()) return;
+      std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return pending[a].times[done[a]] < pending[b].times[done[b]];
+      });
+      bool pushed = false;
+      for (size_t m : order) {
+        Pending& p = pending[m];
+        const int64_t len = std::min(kChunk, p.batch.num_rows() - done[m]);
+        if (share > 0) {  // pacing for latency measurements
+          std::this_thread::sleep_until(start + std::chrono::nanoseconds(static_cast<int64_t>(sent / share * 1e9)));
         }
-        if (!feed_->push(slot, mine[best], p.batch, p.times, true)) return;  // cancelled
+        Batch part = (done[m] == 0 && len == p.batch.num_rows()) ? p.batch : p.batch.slice(done[m], len);
+        if (!feed_->push(slot, mine[m], part, p.times + done[m], false)) {
+          if (stopping_.load(std::memory_order_acquire)) return;
+          continue;
+        }
+        pushed = true;
+        sent += len;
+        done[m] += len;
+        if (done[m] == p.batch.num_rows()) {
+          done[m] = 0;
+          pull(m);
+        }
+        if (!pending[m].ended) feed_->heartbeat(mine[m], pending[m].times[done[m]]);
+        break;
       }
-      sent += p.batch.num_rows();
-      pull(best);
-      for (size_t m = 0; m < mine.size(); ++m) {
-        if (!pending[m].ended) feed_->heartbeat(mine[m], pending[m].times[0]);
+      if (!pushed) {
+        if (stopping_.load(std::memory_order_acquire)) return;
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
     }
   } catch (...) {

@@ -93,6 +93,7 @@ class MultiwayAggregate : public BatchSource {
   std::mutex failure_mutex_;
   std::exception_ptr failure_;
   std::atomic<bool> failed_{false};
+  std::atomic<bool> stopping_{false};  // cancel() or a failure: producers return
   bool ended_ = false;
 
   MultiwayStats stats_;
