@@ -18,8 +18,8 @@ Exactness. Counts, min, max, first and last are exact. first/last follow the mer
 position in the input): Polars gets it from a stable sort of the concatenated inputs by time, DuckDB from an
 explicit ``arg_min_null`` over (time, global position). Integer sums wrap to 64 bits like the engine's (Polars
 sums wrap in int64/uint64; DuckDB sums exactly in HUGEINT and wraps at the end). Floating-point sums and means
-add in another order than the merged one, so they can differ from the engine in the last bits; integer means
-divide the (wrapped) 64-bit sum.
+add in another order than the merged one, so they can differ from the engine in the last bits. Integer means
+divide the sum converted to double: Polars' wrapped int64/uint64 sum, DuckDB's exact HUGEINT sum.
 
 Formulations (``formulation=``):
 
@@ -35,24 +35,27 @@ Polars ``group_by_dynamic(every=advance, period=size, offset=..., closed="left",
 group_by=key)`` gives the same result (its leading windows need a shifted offset: it starts at the first time
 truncated to ``every``), but it was the slowest Polars formulation here and is not kept.
 
-Timings measured when this was written (2 vCPU VM shared with other jobs, so about +-30%; min of 3-5 runs;
-2M rows in 4 time-sorted inputs over 2,000 s, timestamp[ms], uint32 key, size 30,000 ms, advance 3,000 ms;
-k = 243 keys, 164,268 output rows; K = 40,000 keys, 14,089,981 output rows; OI = count(), OS = first("kwh")):
+Timings (seconds, median of 5 interleaved runs, on a quiet 2-vCPU VM; Polars 2.1.0, DuckDB 2.0.0, pyarrow 26):
+2M rows in 4 time-sorted inputs spread over 2,000 s, timestamp[ms, UTC] time, uint32 key, size 30,000 ms,
+advance 3,000 ms, offset 0. k = 243 keys (164,268 output rows), K = 40,000 keys (14,089,981 output rows);
+OI = {"n": ("count", None)}, OS = {"f": ("first", "kwh")}. Every result was identical (pa.Table.equals)
+across the Polars and DuckDB formulations.
 
-    Polars 2.1.0                  k-OI    k-OS    K-OI    K-OS
-      panes                       0.25    0.24    4.6     5.0
-      explode (int_ranges)        0.49    0.42    4.1     5.2
-      group_by_dynamic            1.81    1.07    5.4     6.4
-    DuckDB 2.0.0
-      panes                       0.12    0.15    4.0     3.6
-      explode (unnest(range()))   0.28    0.64*   3.5     4.9*
-      explode (cross join range)  0.29    0.54*   3.7     6.0*
-      ... first(x ORDER BY t, g)          0.57            4.8
+                                    k-OI    k-OS    K-OI    K-OS
+    polars_aggregate  panes         0.127   0.145   3.48    4.24
+    polars_aggregate  explode       0.337   0.257   3.35    3.79
+    Polars group_by_dynamic         0.717   0.687   4.65    5.27   (experiment, not kept)
+    duckdb_aggregate  panes         0.109   0.127   3.77    3.83
+    duckdb_aggregate  explode       0.339   0.399   3.34    3.65
 
-    * first via arg_min_null over a {time, position} struct; an int64 packed sequence (used here when it
-      cannot overflow) is ~0.2-0.9 s faster.
-
-See the report that came with this module for the final numbers with these exact functions.
+panes wins by 2-3x with few keys (a pane of 3 s holds ~12 tuples per key) and is within ~10-15% of explode
+with many keys (nearly every non-empty (pane, key) holds one tuple: the pre-aggregation buys nothing); at
+40,000 keys producing and sorting the 14M output rows dominates every formulation. Other variants tried and
+dropped: tuple expansion as n filtered copies concatenated (in Polars, same speed as int_ranges + explode;
+in DuckDB, unnest(range(k_first, k_last + 1)) is the same speed as the cross join); DuckDB first(x ORDER BY
+time, position) and arg_min_null over a {time, position} struct (0.2-1.8 s slower than the packed int64
+sequence used when it cannot overflow; the struct remains the fallback); sorting the Polars output by one
+stable sort per column instead of one multi-column sort (no difference inside the lazy plan).
 """
 
 from __future__ import annotations
@@ -263,19 +266,14 @@ def _polars_exprs(schema: pa.Schema, aggs, *, panes: bool) -> tuple[list[pl.Expr
             expr = total if function == "sum" else total.cast(pl.Float64) / count
             final.append(pl.when(count > 0).then(expr).alias(name))
             continue
-        if function == "min":
-            one = lambda e: e.min()  # noqa: E731 (ignores NaN unless all are NaN, like the engine)
-        elif function == "max":
-            one = (lambda e: e.nan_max()) if is_float else (lambda e: e.max())  # noqa: E731 (NaN is largest)
-        elif function == "first":
-            one = lambda e: e.first()  # noqa: E731
-        else:
-            one = lambda e: e.last()  # noqa: E731
+        # min() skips NaN unless all are NaN; nan_max() returns NaN if any (NaN is the largest float);
+        # first()/last() keep nulls. Each composes with itself over panes.
+        method = "nan_max" if function == "max" and is_float else function
         if panes:
-            partial.append(one(pl.col(column)).alias(p))
-            final.append(one(pl.col(p)).alias(name))
+            partial.append(getattr(pl.col(column), method)().alias(p))
+            final.append(getattr(pl.col(p), method)().alias(name))
         else:
-            final.append(one(pl.col(column)).alias(name))
+            final.append(getattr(pl.col(column), method)().alias(name))
     return partial, final
 
 

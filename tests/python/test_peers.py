@@ -71,6 +71,7 @@ ALL_AGGS = {
     "first_u": ("first", "u"),
     "last_y": ("last", "y"),
 }
+STRINGS = ["b", "a", "é", "ab", "", "z"]  # "z" < "é" by UTF-8 bytes
 APPROXIMATE = {"sum_x", "sum_y", "mean_v", "mean_x", "mean_y", "mean_u"}  # summed in another order
 
 
@@ -95,7 +96,7 @@ def random_inputs(rng: np.random.Generator, time_type: pa.DataType, inputs: int,
                     "t": pa.array(times, storage).cast(time_type),
                     "k": masked(rng.integers(0, 4, n), pa.int64(), rate=0.15),
                     "s": pa.array(
-                        [None if rng.random() < 0.15 else ["b", "a", "é", "ab", ""][rng.integers(0, 5)] for _ in range(n)],
+                        [None if rng.random() < 0.15 else STRINGS[rng.integers(0, len(STRINGS))] for _ in range(n)],
                         pa.string(),
                     ),
                     "k8": masked(rng.integers(-3, 3, n), pa.int8(), rate=0.1),
@@ -209,7 +210,9 @@ def test_benchmark_shaped_data(peer, formulation):
         tables.append(
             pa.table(
                 {
-                    "time": pa.array(np.sort(rng.integers(0, 200_000, n)) + 1_767_225_600_000, pa.timestamp("ms", tz="UTC")),
+                    "time": pa.array(
+                        np.sort(rng.integers(0, 200_000, n)) + 1_767_225_600_000, pa.timestamp("ms", tz="UTC")
+                    ),
                     "meter": pa.array(rng.integers(0, 243, n).astype(np.uint32)),
                     "kwh": pa.array(rng.gamma(2.0, 0.05, n)),
                 }
