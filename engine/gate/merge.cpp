@@ -32,33 +32,12 @@ class Merge final : public BatchSource {
       throw Error(ErrorKind::kInvalidInput,
                   "batch_size must be at least 1, got " + std::to_string(options_.batch_size));
     }
-    const Schema& first = *inputs[0]->schema();
-    std::optional<size_t> time = first.find(options_.time_column);
-    if (!time) {
-      throw Error(ErrorKind::kInvalidInput, "time column '" + options_.time_column +
-                                                "' not found in input 0; its columns are: " +
-                                                first.to_string());
-    }
-    time_index_ = *time;
-    time_type_ = first.fields[time_index_].type;
-    if (!time_type_.is_temporal_key()) {
-      throw Error(ErrorKind::kInvalidInput,
-                  "time column '" + options_.time_column + "' of input 0 has type " +
-                      time_type_.to_string() +
-                      "; expected a timestamp, date32, int32 or int64 column");
-    }
-    Schema merged = first;
-    for (size_t i = 1; i < inputs.size(); ++i) {
-      const Schema& other = *inputs[i]->schema();
-      if (auto diff = schema_difference(first, other)) {
-        throw Error(ErrorKind::kSchemaMismatch,
-                    "input " + std::to_string(i) + " does not match input 0: " + *diff);
-      }
-      for (size_t f = 0; f < merged.fields.size(); ++f) {
-        merged.fields[f].nullable = merged.fields[f].nullable || other.fields[f].nullable;
-      }
-    }
-    schema_ = std::make_shared<const Schema>(std::move(merged));
+    std::vector<std::shared_ptr<const Schema>> schemas;
+    for (const auto& in : inputs) schemas.push_back(in->schema());
+    InputsSchema checked = check_input_schemas(schemas, options_.time_column);
+    schema_ = std::move(checked.schema);
+    time_index_ = checked.time_index;
+    time_type_ = schema_->fields[time_index_].type;
     cursors_.resize(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       cursors_[i].source = std::move(inputs[i]);

@@ -53,7 +53,6 @@ struct TGate::Arena {
   int64_t arrival_ns = 0;
   Arena* next_retired = nullptr;  // reclaim()'s private list
   uint64_t retire_epoch = 0;
-  size_t bytes = 0;
 };
 
 static_assert(alignof(TGate::Node) <= 16);
@@ -164,7 +163,6 @@ TGate::Arena* TGate::make_arena(size_t slot, uint32_t input, const Batch& batch,
   auto* a = new (mem) Arena();
   a->batch = batch;
   a->input = input;
-  a->bytes = bytes;
   a->arrival_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now().time_since_epoch()).count();
   auto* at = static_cast<uint8_t*>(mem) + ((sizeof(Arena) + 15) & ~size_t{15});

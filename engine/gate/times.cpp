@@ -1,10 +1,39 @@
 #include "gate/times.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/error.h"
 
 namespace pao::gate {
+
+InputsSchema check_input_schemas(const std::vector<std::shared_ptr<const Schema>>& schemas,
+                                 const std::string& time_column) {
+  if (schemas.empty()) throw Error(ErrorKind::kInvalidInput, "at least one input is needed");
+  const Schema& first = *schemas[0];
+  std::optional<size_t> time = first.find(time_column);
+  if (!time) {
+    throw Error(ErrorKind::kInvalidInput, "time column '" + time_column +
+                                              "' not found in input 0; its columns are: " + first.to_string());
+  }
+  const DataType& type = first.fields[*time].type;
+  if (!type.is_temporal_key()) {
+    throw Error(ErrorKind::kInvalidInput, "time column '" + time_column + "' of input 0 has type " +
+                                              type.to_string() +
+                                              "; expected a timestamp, date32, int32 or int64 column");
+  }
+  Schema merged = first;
+  for (size_t i = 1; i < schemas.size(); ++i) {
+    const Schema& other = *schemas[i];
+    if (auto diff = schema_difference(first, other)) {
+      throw Error(ErrorKind::kSchemaMismatch, "input " + std::to_string(i) + " does not match input 0: " + *diff);
+    }
+    for (size_t f = 0; f < merged.fields.size(); ++f) {
+      merged.fields[f].nullable = merged.fields[f].nullable || other.fields[f].nullable;
+    }
+  }
+  return {std::make_shared<const Schema>(std::move(merged)), *time};
+}
 
 const int64_t* InputTimes::read(const Batch& batch) {
   const int64_t n = batch.num_rows();

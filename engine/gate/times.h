@@ -2,12 +2,23 @@
 // Reading and validating one input's time column, batch by batch: the checks every way into the
 // engine shares (merge, T-Gate producers, the push API), so their errors read the same.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/batch.h"
 
 namespace pao::gate {
+
+// What every multi-input operator checks first: input 0 has the time column, of a temporal type,
+// and every other input has input 0's names and types (the error names the input and the
+// difference). The schema to read with is input 0's, nullable wherever any input's is.
+struct InputsSchema {
+  std::shared_ptr<const Schema> schema;
+  size_t time_index;
+};
+InputsSchema check_input_schemas(const std::vector<std::shared_ptr<const Schema>>& schemas,
+                                 const std::string& time_column);
 
 class InputTimes {
  public:

@@ -306,45 +306,14 @@ std::unique_ptr<Feed> make_feed(Design design, size_t inputs, size_t producers) 
   return nullptr;
 }
 
-size_t time_index_of(const Schema& schema, const std::string& column) {
-  auto i = schema.find(column);
-  if (!i) {
-    throw Error(ErrorKind::kInvalidInput, "time column '" + column + "' not found in input 0; its columns are: " +
-                                              schema.to_string());
-  }
-  return *i;
-}
-
 }  // namespace
-
-std::shared_ptr<const Schema> common_schema(const std::vector<std::shared_ptr<const Schema>>& schemas,
-                                            const std::string& time_column) {
-  if (schemas.empty()) throw Error(ErrorKind::kInvalidInput, "aggregate needs at least one input");
-  const Schema& first = *schemas[0];
-  const size_t t = time_index_of(first, time_column);
-  if (!first.fields[t].type.is_temporal_key()) {
-    throw Error(ErrorKind::kInvalidInput, "time column '" + time_column + "' of input 0 has type " +
-                                              first.fields[t].type.to_string() +
-                                              "; expected a timestamp, date32, int32 or int64 column");
-  }
-  Schema merged = first;
-  for (size_t i = 1; i < schemas.size(); ++i) {
-    if (auto diff = schema_difference(first, *schemas[i])) {
-      throw Error(ErrorKind::kSchemaMismatch, "input " + std::to_string(i) + " does not match input 0: " + *diff);
-    }
-    for (size_t f = 0; f < merged.fields.size(); ++f) {
-      merged.fields[f].nullable = merged.fields[f].nullable || schemas[i]->fields[f].nullable;
-    }
-  }
-  return std::make_shared<const Schema>(std::move(merged));
-}
 
 MultiwayAggregate::MultiwayAggregate(std::shared_ptr<const Schema> input_schema, size_t inputs,
                                      MultiwayOptions options)
     : input_schema_(std::move(input_schema)),
       inputs_(inputs),
       options_(std::move(options)),
-      time_index_(time_index_of(*input_schema_, options_.query.time_column)),
+      time_index_(gate::check_input_schemas({input_schema_}, options_.query.time_column).time_index),
       agg_(*input_schema_, options_.query, options_.batch_size),
       push_locks_(inputs) {
   if (inputs_ == 0) throw Error(ErrorKind::kInvalidInput, "aggregate needs at least one input");

@@ -100,9 +100,4 @@ class MultiwayAggregate : public BatchSource {
   std::vector<int64_t> pending_arrivals_;  // arrival of the trigger of each window set not yet handed out
 };
 
-// Checks the inputs' schemas against input 0 (names the input and the difference) and returns
-// the schema the aggregate reads: input 0's, nullable wherever any input's is.
-std::shared_ptr<const Schema> common_schema(const std::vector<std::shared_ptr<const Schema>>& schemas,
-                                            const std::string& time_column);
-
 }  // namespace pao::ops

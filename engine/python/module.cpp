@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "gate/merge.h"
 #include "gate/tgate_bench.h"
+#include "gate/times.h"
 #include "ops/multiway.h"
 #include "python/py_iter_source.h"
 
@@ -302,11 +303,11 @@ NB_MODULE(_engine, m) {
         if (inputs.empty()) {
           sch = std::make_shared<const Schema>(
               arrow::import_schema(*from_capsule<ArrowSchema>(schema, "arrow_schema")));
-          ops::common_schema({sch}, o.query.time_column);
+          gate::check_input_schemas({sch}, o.query.time_column);
         } else {
           std::vector<std::shared_ptr<const Schema>> schemas;
           for (Stream* s : inputs) schemas.push_back(s->get().schema());
-          sch = ops::common_schema(schemas, o.query.time_column);
+          sch = gate::check_input_schemas(schemas, o.query.time_column).schema;
           n_inputs = inputs.size();
         }
         auto op = std::make_shared<ops::MultiwayAggregate>(sch, n_inputs, std::move(o));

@@ -123,16 +123,15 @@ KeyTable::KeyTable(const Schema& schema, std::vector<size_t> columns) : columns_
   }
 }
 
-uint32_t KeyTable::add_packed(uint64_t v, bool null) {
+uint32_t KeyTable::add_packed(uint64_t v) {
   const auto id = static_cast<uint32_t>(count_++);
-  order_.push_back((static_cast<unsigned __int128>(null) << 64) | v);
   value_of_.push_back(v);
   return id;
 }
 
 uint32_t KeyTable::packed_id(const Column& c, int64_t row) {
   if (c.validity != nullptr && !c.is_valid(row)) {
-    if (null_id_ == kEmpty) null_id_ = add_packed(0, true);
+    if (null_id_ == kEmpty) null_id_ = add_packed(0);
     return null_id_;
   }
   const uint64_t v = normalized(types_[0], c, row);
@@ -143,7 +142,7 @@ uint32_t KeyTable::packed_id(const Column& c, int64_t row) {
     if (slots_[s] == v) return slot_ids_[s];
     s = (s + 1) & mask;
   }
-  const uint32_t id = add_packed(v, false);
+  const uint32_t id = add_packed(v);
   slots_[s] = v;
   slot_ids_[s] = id;
   if (count_ * 2 > slots_.size()) {  // grow at half full: probes stay short

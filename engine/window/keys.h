@@ -32,7 +32,10 @@ class KeyTable {
   size_t size() const noexcept { return columns_.empty() ? 1 : count_; }
   // Output order of two ids.
   bool less(uint32_t a, uint32_t b) const noexcept {
-    if (packed_) return order_[a] < order_[b];
+    if (packed_) {
+      if (a == null_id_ || b == null_id_) return b == null_id_ && a != b;  // null sorts last
+      return value_of_[a] < value_of_[b];
+    }
     return encoded_[a] < encoded_[b];
   }
   // Appends key `id`'s values to builders[first..first + columns).
@@ -43,19 +46,18 @@ class KeyTable {
  private:
   uint32_t packed_id(const Column& c, int64_t row);
   uint32_t encoded_id(const Batch& batch, int64_t row);
-  uint32_t add_packed(uint64_t normalized, bool null);
+  uint32_t add_packed(uint64_t normalized);
 
   std::vector<size_t> columns_;
   std::vector<DataType> types_;
   size_t count_ = 0;
 
-  // Packed path. order_[id] = (null << 64) | normalized value: null sorts after every value.
+  // Packed path: a flat table of normalized values; the null key, if seen, is null_id_.
   bool packed_ = false;
   int width_ = 0;
   std::vector<uint64_t> slots_;  // open addressing: normalized value, or kEmpty
   std::vector<uint32_t> slot_ids_;
   uint32_t null_id_ = UINT32_MAX;
-  std::vector<unsigned __int128> order_;
   std::vector<uint64_t> value_of_;  // id -> normalized value
 
   // Encoded path.
