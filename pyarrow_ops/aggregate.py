@@ -14,10 +14,14 @@ from pyarrow_ops.aggregates import Agg
 from pyarrow_ops.io import Input, Result, as_input_list, as_stream
 from pyarrow_ops.windows import Window
 
-DESIGNS = ("mq", "mqlf", "tumlsc")
-"""``"mq"``: per-input locked queues merged by one thread (the paper's baseline); ``"mqlf"``: the
+DESIGNS = ("auto", "mq", "mqlf", "tumlsc", "sliced", "tumlmc", "wiml")
+"""``"auto"`` (the default): the design expected fastest for the query (docs/aggregate.md, "Designs").
+``"mq"``: per-input locked queues merged by one thread (the paper's baseline); ``"mqlf"``: the
 same with lock-free queues; ``"tumlsc"``: producers merge concurrently in the T-Gate, one thread
-updates windows and outputs. All give the identical result."""
+updates every window of each tuple and outputs; ``"sliced"``: TuMLSC updating one window slice
+per tuple in the W-Hive; ``"tumlmc"``: the T-Gate read by ``update_threads`` threads, each updating
+the W-Hive for its own keys; ``"wiml"``: producers update the W-Hive directly, unmerged (count,
+min, max and integer sum and mean only). All give the identical result."""
 
 DEFAULT_BATCH_SIZE = 65536
 
@@ -43,11 +47,13 @@ def _aggs(aggs: Mapping[str, Agg]) -> list[tuple[str, str, str]]:
     return out
 
 
-def _check(design: str, threads: int | None, batch_size: int, window: Window) -> None:
+def _check(design: str, threads: int | None, batch_size: int, window: Window,
+           update_threads: int | None = None) -> None:
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {', '.join(map(repr, DESIGNS))}, got {design!r}")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"threads must be a positive int or None, got {threads!r}")
+    for name, value in (("threads", threads), ("update_threads", update_threads)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a positive int or None, got {value!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     if not isinstance(window, Window):
@@ -62,7 +68,8 @@ class AggregateResult(Result):
         self._handle = handle
 
     def stats(self) -> dict[str, Any]:
-        """Tuples read, window sets emitted, and (streaming) per-window-set latencies in ns."""
+        """Tuples read, window sets emitted, the design used, and (streaming) per-window-set
+        latencies in ns."""
         return self._handle.stats()
 
 
@@ -73,8 +80,9 @@ def aggregate(
     key: str | list[str] | None = None,
     window: Window,
     aggs: Mapping[str, Agg],
-    design: str = "tumlsc",
+    design: str = "auto",
     threads: int | None = None,
+    update_threads: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     rate: float = 0.0,
 ) -> AggregateResult:
@@ -93,9 +101,10 @@ def aggregate(
             in the time column's unit or ``datetime.timedelta``.
         aggs: output column name -> ``po.count()``, ``po.sum(c)``, ``po.mean(c)``, ``po.min(c)``,
             ``po.max(c)``, ``po.first(c)``, ``po.last(c)``.
-        design: ``"tumlsc"`` (T-Gate), ``"mqlf"`` or ``"mq"``; see :data:`DESIGNS`.
+        design: ``"auto"`` or one of :data:`DESIGNS`; ``stats()["design"]`` names the one used.
         threads: engine threads reading the inputs (each reads every ``threads``-th input);
             default min(inputs, cores).
+        update_threads: ``"tumlmc"`` only: threads updating windows; default: cores.
         batch_size: rows per result batch.
         rate: for benchmarks: total tuples per second the readers pace themselves to (0: no limit).
 
@@ -115,7 +124,7 @@ def aggregate(
     """
     if not isinstance(time, str):
         raise TypeError(f"time must be a column name (str), got {type(time).__name__}")
-    _check(design, threads, batch_size, window)
+    _check(design, threads, batch_size, window, update_threads)
     keys, agg_list = _keys(key), _aggs(aggs)
     items = as_input_list(inputs)
     streams: list[_engine.Stream] = []
@@ -131,7 +140,7 @@ def aggregate(
         size, advance, offset = window.resolve(schema.field(time).type)
         native, handle = _engine.aggregate(
             streams, None, len(streams), time, keys, size, advance, offset, agg_list, design,
-            threads or 0, batch_size, False, float(rate))
+            threads or 0, update_threads or 0, batch_size, False, float(rate))
         return AggregateResult(native, handle)
     finally:
         for stream in streams:
@@ -173,11 +182,11 @@ class LiveAggregate:
     """
 
     def __init__(self, schema: pa.Schema, inputs: int, *, time: str, key: str | list[str] | None = None,
-                 window: Window, aggs: Mapping[str, Agg], design: str = "tumlsc",
-                 batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+                 window: Window, aggs: Mapping[str, Agg], design: str = "auto",
+                 update_threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
         if isinstance(inputs, bool) or not isinstance(inputs, int) or inputs < 1:
             raise ValueError(f"inputs must be a positive int, got {inputs!r}")
-        _check(design, None, batch_size, window)
+        _check(design, None, batch_size, window, update_threads)
         schema = pa.schema(schema)
         if time not in schema.names:
             raise _engine.InvalidInputError(
@@ -188,7 +197,7 @@ class LiveAggregate:
         size, advance, offset = window.resolve(self._time_type)
         native, self._handle = _engine.aggregate(
             [], schema.__arrow_c_schema__(), inputs, time, _keys(key), size, advance, offset, _aggs(aggs), design, 0,
-            batch_size, True, 0.0)
+            update_threads or 0, batch_size, True, 0.0)
         self._result = AggregateResult(native, self._handle)
 
     def _input(self, input: int) -> int:

@@ -24,17 +24,53 @@ int64_t now_ns() {
 
 }  // namespace
 
-// What the output thread reads: tuples in the merged order, each once it is ready.
-class Feed {
+// A counter of events the output thread may wait for. bump() takes the mutex only when a waiter
+// is registered; the seq_cst increment and waiters_ load pair with the waiter's seq_cst
+// registration and counter re-check, so a bump never falls between check and sleep unnoticed
+// (and the 50 ms bound covers the rest).
+class Signal {
  public:
-  virtual ~Feed() = default;
-  // Producer side (slot: the producer's index; one thread per input at a time).
-  virtual bool push(size_t slot, uint32_t input, const Batch& batch, const int64_t* times, bool wait) = 0;
+  void bump() {
+    count_.fetch_add(1, std::memory_order_seq_cst);
+    if (waiters_.load(std::memory_order_seq_cst) > 0) {
+      std::lock_guard lock(mutex_);
+      cv_.notify_all();
+    }
+  }
+  uint64_t value() const { return count_.load(std::memory_order_seq_cst); }
+  void wait(uint64_t seen) {
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return value() != seen; });
+    }
+    waiters_.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<uint64_t> count_{0};
+  std::atomic<int> waiters_{0};
+  std::mutex mutex_;
+  std::condition_variable cv_;
+};
+
+// The producer side (slot: the producer's index; one thread per input at a time).
+class Intake {
+ public:
+  virtual ~Intake() = default;
+  // Takes rows of `batch` from the first; returns how many. Without `wait`, stops when full
+  // (queues and the T-Gate take all rows or none); with it, waits for room.
+  virtual int64_t push(size_t slot, uint32_t input, const Batch& batch, const int64_t* times, bool wait) = 0;
   virtual void heartbeat(uint32_t input, int64_t time) = 0;
   virtual void close(uint32_t input) = 0;
   virtual void cancel() = 0;
-  // Output side.
-  virtual ReadResult next() = 0;
+};
+
+// Tuples in the merged order, each once it is ready, for reader 0 (the output thread) or, with
+// the T-Gate, for each of several readers.
+class Feed : public Intake {
+ public:
+  virtual ReadResult next(size_t reader) = 0;
   virtual uint64_t progress() const = 0;
   virtual void wait_for_progress(uint64_t seen) = 0;
 };
@@ -43,15 +79,15 @@ namespace {
 
 class GateFeed final : public Feed {
  public:
-  GateFeed(size_t inputs, size_t producers)
-      : gate_(gate::TGateOptions{.inputs = inputs, .readers = 1, .producers = producers}) {}
-  bool push(size_t slot, uint32_t input, const Batch& b, const int64_t* t, bool wait) override {
-    return gate_.insert(slot, input, b, t, wait);
+  GateFeed(size_t inputs, size_t producers, size_t readers)
+      : gate_(gate::TGateOptions{.inputs = inputs, .readers = readers, .producers = producers}) {}
+  int64_t push(size_t slot, uint32_t input, const Batch& b, const int64_t* t, bool wait) override {
+    return gate_.insert(slot, input, b, t, wait) ? b.num_rows() : 0;
   }
   void heartbeat(uint32_t input, int64_t time) override { gate_.heartbeat(input, time); }
   void close(uint32_t input) override { gate_.close(input); }
   void cancel() override { gate_.cancel(); }
-  ReadResult next() override { return gate_.next_ready_tuple(0); }
+  ReadResult next(size_t reader) override { return gate_.next_ready_tuple(reader); }
   uint64_t progress() const override { return gate_.progress(); }
   void wait_for_progress(uint64_t seen) override { gate_.wait_for_progress(seen); }
 
@@ -147,11 +183,11 @@ class QueueFeed final : public Feed {
     }
   }
 
-  bool push(size_t, uint32_t input, const Batch& b, const int64_t* t, bool wait) override {
+  int64_t push(size_t, uint32_t input, const Batch& b, const int64_t* t, bool wait) override {
     Input& in = inputs_[input];
     const int64_t n = b.num_rows();
-    if (n == 0) return true;
-    if (!wait && in.queue->free_space() < static_cast<size_t>(n)) return false;  // never stop mid-batch
+    if (n == 0) return 0;
+    if (!wait && in.queue->free_space() < static_cast<size_t>(n)) return 0;  // never stop mid-batch
     const int64_t arrival = now_ns();
     auto* held = new Batch(b);
     for (int64_t r = 0; r < n; ++r) {
@@ -159,7 +195,7 @@ class QueueFeed final : public Feed {
       while (!in.queue->try_push(item)) {
         if (cancelled_.load(std::memory_order_acquire) || (r == 0 && !wait)) {
           if (r == 0) delete held;
-          return false;  // a partial batch only on cancel, after which nothing is read
+          return 0;  // a partial batch only on cancel, after which nothing is read
         }
         std::this_thread::yield();
       }
@@ -170,30 +206,30 @@ class QueueFeed final : public Feed {
         in.bound.store(t[r], std::memory_order_release);
       }
     }
-    bump();
-    return true;
+    signal_.bump();
+    return n;
   }
   void heartbeat(uint32_t input, int64_t time) override {
     Input& in = inputs_[input];
     if (time > in.bound_local) {
       in.bound_local = time;
       in.bound.store(time, std::memory_order_release);
-      bump();
+      signal_.bump();
     }
   }
   void close(uint32_t input) override {
     inputs_[input].closed.store(true, std::memory_order_release);
-    bump();
+    signal_.bump();
   }
   void cancel() override {
     cancelled_.store(true, std::memory_order_release);
-    bump();
+    signal_.bump();
   }
 
   // Scans every input's head (the cost linear in inputs that the T-Gate removes). An input with
   // an empty queue constrains readiness through its bound, read before its queue: whatever it
   // queues later sorts after that bound.
-  ReadResult next() override {
+  ReadResult next(size_t) override {
     ReadResult out;
     if (cancelled_.load(std::memory_order_acquire)) {
       out.state = State::kEnd;
@@ -248,16 +284,8 @@ class QueueFeed final : public Feed {
     out.watermark = watermark;
     return out;
   }
-  uint64_t progress() const override { return progress_.load(std::memory_order_seq_cst); }
-  void wait_for_progress(uint64_t seen) override {
-    waiters_.fetch_add(1, std::memory_order_seq_cst);
-    {
-      std::unique_lock lock(mutex_);
-      cv_.wait_for(lock, std::chrono::milliseconds(50),
-                   [&] { return progress_.load(std::memory_order_seq_cst) != seen; });
-    }
-    waiters_.fetch_sub(1, std::memory_order_relaxed);
-  }
+  uint64_t progress() const override { return signal_.value(); }
+  void wait_for_progress(uint64_t seen) override { signal_.wait(seen); }
 
  private:
   static constexpr size_t kCapacity = 65536;
@@ -278,35 +306,85 @@ class QueueFeed final : public Feed {
     if (current_.last) delete current_.batch;
     have_current_ = false;
   }
-  void bump() {
-    progress_.fetch_add(1, std::memory_order_seq_cst);
-    if (waiters_.load(std::memory_order_seq_cst) > 0) {
-      std::lock_guard lock(mutex_);
-      cv_.notify_all();
-    }
-  }
-
   std::vector<Input> inputs_;
   std::vector<BoundEntry> bounds_;
   Item current_{};
   bool have_current_ = false;
   std::atomic<bool> cancelled_{false};
-  std::atomic<uint64_t> progress_{0};
-  std::atomic<int> waiters_{0};
-  std::mutex mutex_;
-  std::condition_variable cv_;
+  Signal signal_;
 };
 
-std::unique_ptr<Feed> make_feed(Design design, size_t inputs, size_t producers) {
-  switch (design) {
-    case Design::kMQ: return std::make_unique<QueueFeed<LockedQueue>>(inputs);
-    case Design::kMQLF: return std::make_unique<QueueFeed<LockFreeQueue>>(inputs);
-    case Design::kTuMLSC: return std::make_unique<GateFeed>(inputs, producers);
+// WiML's intake: a producer applies its rows straight to the W-Hive (updater = its slot), then
+// publishes its input's progress. An input's progress P (release store after the updates) says
+// that every tuple of the input before P has been applied; the output thread's watermark is the
+// least progress over the inputs.
+class HiveIntake final : public Intake {
+ public:
+  HiveIntake(window::WHive& hive, MultiwayAggregate::Progress* progress, size_t inputs, Signal& signal,
+             const std::atomic<bool>& stopping)
+      : hive_(hive), progress_(progress), inputs_(inputs), signal_(signal), stopping_(stopping) {}
+
+  int64_t push(size_t slot, uint32_t input, const Batch& b, const int64_t* t, bool wait) override {
+    const int64_t n = b.num_rows();
+    int64_t r = 0;
+    while (r < n) {
+      if (hive_.update(slot, b, r, t[r])) {
+        ++r;
+        continue;
+      }
+      // The slice's slot is busy until slower inputs let the output thread emit it: publish
+      // what is done (so this input never holds the watermark back) and let the caller feed
+      // another input, or wait here.
+      publish(input, t[r], r);
+      if (!wait || stopping_.load(std::memory_order_acquire)) return r;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    if (n > 0) publish(input, t[n - 1], n);
+    return n;
   }
-  return nullptr;
-}
+  void heartbeat(uint32_t input, int64_t time) override { publish(input, time, 0); }
+  void close(uint32_t input) override { publish(input, INT64_MAX, 0); }
+  void cancel() override { signal_.bump(); }
+
+ private:
+  void publish(uint32_t input, int64_t time, int64_t applied) {
+    MultiwayAggregate::Progress& p = progress_[input];
+    if (applied > 0) p.tuples.fetch_add(applied, std::memory_order_relaxed);
+    if (time > p.time.load(std::memory_order_relaxed)) {
+      p.at_ns.store(now_ns(), std::memory_order_relaxed);
+      p.time.store(time, std::memory_order_release);
+      signal_.bump();
+    }
+  }
+
+  window::WHive& hive_;
+  MultiwayAggregate::Progress* progress_;
+  size_t inputs_;
+  Signal& signal_;
+  const std::atomic<bool>& stopping_;
+};
 
 }  // namespace
+
+const char* design_name(Design d) noexcept {
+  switch (d) {
+    case Design::kMQ: return "mq";
+    case Design::kMQLF: return "mqlf";
+    case Design::kTuMLSC: return "tumlsc";
+    case Design::kSliced: return "sliced";
+    case Design::kTuMLMC: return "tumlmc";
+    case Design::kWiML: return "wiml";
+  }
+  return "?";
+}
+
+Design choose_design(const Schema& input, const window::AggregateQuery& query, size_t inputs, size_t threads) {
+  const window::WindowOutput probe(input, query, 1);
+  if (query.window.slices_per_window() > window::WHive::kMaxSlicesPerWindow) return Design::kTuMLSC;
+  if (threads == 0) threads = std::max<size_t>(1, std::min<size_t>(inputs, std::thread::hardware_concurrency()));
+  if (probe.order_insensitive() && std::min(threads, inputs) >= 2) return Design::kWiML;
+  return Design::kSliced;
+}
 
 MultiwayAggregate::MultiwayAggregate(std::shared_ptr<const Schema> input_schema, size_t inputs,
                                      MultiwayOptions options)
@@ -314,19 +392,69 @@ MultiwayAggregate::MultiwayAggregate(std::shared_ptr<const Schema> input_schema,
       inputs_(inputs),
       options_(std::move(options)),
       time_index_(gate::check_input_schemas({input_schema_}, options_.query.time_column).time_index),
-      agg_(*input_schema_, options_.query, options_.batch_size),
       push_locks_(inputs) {
   if (inputs_ == 0) throw Error(ErrorKind::kInvalidInput, "aggregate needs at least one input");
-  if (options_.threads == 0) {
-    options_.threads = std::max<size_t>(1, std::min<size_t>(inputs_, std::thread::hardware_concurrency()));
-  }
+  const size_t cores = std::max<size_t>(1, std::thread::hardware_concurrency());
+  if (options_.threads == 0) options_.threads = std::max<size_t>(1, std::min<size_t>(inputs_, cores));
   options_.threads = std::min(options_.threads, inputs_);
+  if (options_.update_threads == 0) options_.update_threads = cores;
   // Push form: every input may have its own pushing thread; pulled: one slot per producer thread.
-  feed_ = make_feed(options_.design, inputs_, std::max(options_.threads, inputs_));
+  const size_t slots = std::max(options_.threads, inputs_);
+  signal_ = std::make_unique<Signal>();
+  const window::AggregateQuery& q = options_.query;
+  switch (options_.design) {
+    case Design::kMQ:
+      feed_ = std::make_unique<QueueFeed<LockedQueue>>(inputs_);
+      break;
+    case Design::kMQLF:
+      feed_ = std::make_unique<QueueFeed<LockFreeQueue>>(inputs_);
+      break;
+    case Design::kTuMLSC:
+    case Design::kSliced:
+      feed_ = std::make_unique<GateFeed>(inputs_, slots, 1);
+      break;
+    case Design::kTuMLMC:
+      feed_ = std::make_unique<GateFeed>(inputs_, slots, options_.update_threads);
+      break;
+    case Design::kWiML:
+      break;
+  }
+  switch (options_.design) {
+    case Design::kMQ:
+    case Design::kMQLF:
+    case Design::kTuMLSC:
+      agg_ = std::make_unique<window::WindowAggregate>(*input_schema_, q, options_.batch_size);
+      out_ = agg_.get();
+      break;
+    case Design::kSliced:
+      hive_ = std::make_unique<window::WHive>(*input_schema_, q, options_.batch_size, 1, window::HiveMode::kSingle);
+      break;
+    case Design::kTuMLMC:
+      hive_ = std::make_unique<window::WHive>(*input_schema_, q, options_.batch_size, options_.update_threads,
+                                              window::HiveMode::kPartitioned);
+      progress_count_ = options_.update_threads;
+      break;
+    case Design::kWiML:
+      hive_ = std::make_unique<window::WHive>(*input_schema_, q, options_.batch_size, slots,
+                                              window::HiveMode::kShared);
+      progress_count_ = inputs_;
+      break;
+  }
+  if (hive_) out_ = hive_.get();
+  if (progress_count_ > 0) progress_ = std::make_unique<Progress[]>(progress_count_);
+  if (options_.design == Design::kWiML) {
+    intake_ = std::make_unique<HiveIntake>(*hive_, progress_.get(), inputs_, *signal_, stopping_);
+    in_ = intake_.get();
+  } else {
+    in_ = feed_.get();
+  }
   const DataType& type = input_schema_->fields[time_index_].type;
   for (size_t i = 0; i < inputs_; ++i) {
     times_.push_back(std::make_unique<gate::InputTimes>(static_cast<uint32_t>(i), options_.query.time_column,
                                                         time_index_, type));
+  }
+  if (options_.design == Design::kTuMLMC) {
+    for (size_t u = 0; u < options_.update_threads; ++u) threads_.emplace_back([this, u] { update_loop(u); });
   }
 }
 
@@ -335,11 +463,12 @@ MultiwayAggregate::~MultiwayAggregate() {
   for (std::thread& t : threads_) t.join();
 }
 
-const std::shared_ptr<const Schema>& MultiwayAggregate::schema() const noexcept { return agg_.output_schema(); }
+const std::shared_ptr<const Schema>& MultiwayAggregate::schema() const noexcept { return out_->output_schema(); }
 
 void MultiwayAggregate::cancel() {
   stopping_.store(true, std::memory_order_release);
-  feed_->cancel();
+  in_->cancel();
+  signal_->bump();
 }
 
 void MultiwayAggregate::fail(std::exception_ptr e) {
@@ -348,8 +477,7 @@ void MultiwayAggregate::fail(std::exception_ptr e) {
     if (!failure_) failure_ = e;
   }
   failed_.store(true, std::memory_order_release);
-  stopping_.store(true, std::memory_order_release);
-  feed_->cancel();
+  cancel();
 }
 
 void MultiwayAggregate::rethrow_failure() {
@@ -371,7 +499,7 @@ void MultiwayAggregate::push(uint32_t input, const Batch& batch) {
   std::lock_guard lock(push_locks_[input]);
   try {
     const int64_t* t = times_[input]->read(batch);
-    if (batch.num_rows() > 0) feed_->push(input, input, batch, t, true);
+    if (batch.num_rows() > 0) in_->push(input, input, batch, t, true);
   } catch (...) {
     fail(std::current_exception());  // nothing past the fault: the run stops here
     throw;
@@ -386,12 +514,12 @@ void MultiwayAggregate::heartbeat(uint32_t input, int64_t time) {
     fail(std::current_exception());
     throw;
   }
-  feed_->heartbeat(input, time);
+  in_->heartbeat(input, time);
 }
 
 void MultiwayAggregate::close(uint32_t input) {
   std::lock_guard lock(push_locks_[input]);
-  feed_->close(input);
+  in_->close(input);
 }
 
 void MultiwayAggregate::start(std::vector<std::unique_ptr<BatchSource>> inputs) {
@@ -428,7 +556,7 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
         if (!b) {
           p.ended = true;
           sources[m]->reset();  // release the input as soon as it ends
-          feed_->close(mine[m]);
+          in_->close(mine[m]);
           return;
         }
         if (b->num_rows() == 0) continue;
@@ -471,18 +599,19 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
           std::this_thread::sleep_until(start + std::chrono::nanoseconds(static_cast<int64_t>(sent / share * 1e9)));
         }
         Batch part = (done[m] == 0 && len == p.batch.num_rows()) ? p.batch : p.batch.slice(done[m], len);
-        if (!feed_->push(slot, mine[m], part, p.times + done[m], false)) {
+        const int64_t took = in_->push(slot, mine[m], part, p.times + done[m], false);
+        if (took == 0) {
           if (stopping_.load(std::memory_order_acquire)) return;
           continue;
         }
         pushed = true;
-        sent += len;
-        done[m] += len;
+        sent += took;
+        done[m] += took;
         if (done[m] == p.batch.num_rows()) {
           done[m] = 0;
           pull(m);
         }
-        if (!pending[m].ended) feed_->heartbeat(mine[m], pending[m].times[done[m]]);
+        if (!pending[m].ended) in_->heartbeat(mine[m], pending[m].times[done[m]]);
         break;
       }
       if (!pushed) {
@@ -495,54 +624,164 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
   }
 }
 
+// TuMLMC update thread u: reads every ready tuple from its own T-Gate reader in the merged order
+// and applies those of its keys. Its progress is the time of the tuple it is about to apply (all
+// earlier ones are applied: it reads in time order), published with a release store after the
+// previous tuple's updates; the output thread is woken when that crosses into a new slice.
+void MultiwayAggregate::update_loop(size_t u) {
+  try {
+    Progress& p = progress_[u];
+    int64_t applied = 0;
+    int64_t last_slice = INT64_MIN;
+    const auto publish = [&](int64_t time) {
+      if (time <= p.time.load(std::memory_order_relaxed)) return;
+      p.time.store(time, std::memory_order_release);
+      const int64_t slice = time == INT64_MAX ? INT64_MAX : options_.query.window.slice_of(time);
+      if (slice != last_slice) {
+        last_slice = slice;
+        p.at_ns.store(now_ns(), std::memory_order_relaxed);
+        p.tuples.store(applied, std::memory_order_relaxed);
+        signal_->bump();
+      }
+    };
+    for (;;) {
+      if (stopping_.load(std::memory_order_acquire)) return;
+      const uint64_t seen = feed_->progress();
+      ReadResult r = feed_->next(u);
+      switch (r.state) {
+        case State::kTuple:
+          publish(r.tuple.time);
+          while (!hive_->update(u, *r.tuple.batch, r.tuple.row, r.tuple.time)) {
+            if (stopping_.load(std::memory_order_acquire)) return;
+            std::this_thread::yield();
+          }
+          ++applied;
+          break;
+        case State::kNotReady:
+          publish(r.watermark);
+          feed_->wait_for_progress(seen);
+          break;
+        case State::kEnd:
+          p.tuples.store(applied, std::memory_order_relaxed);
+          publish(INT64_MAX);
+          return;
+      }
+    }
+  } catch (...) {
+    fail(std::current_exception());
+  }
+}
+
+std::optional<Batch> MultiwayAggregate::hand_out(bool flush) {
+  std::optional<Batch> b = out_->take(flush);
+  if (options_.flush_each_window) {  // every emitted window set's rows have now been handed out
+    const int64_t t = now_ns();
+    for (int64_t a : pending_arrivals_) stats_.latencies_ns.push_back(t - a);
+    pending_arrivals_.clear();
+  }
+  return b;
+}
+
+void MultiwayAggregate::maybe_check_interrupt(std::chrono::steady_clock::time_point& last) {
+  if (!options_.check_interrupt) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last < std::chrono::milliseconds(50)) return;
+  last = now;
+  options_.check_interrupt();
+}
+
 std::optional<Batch> MultiwayAggregate::next() {
   rethrow_failure();
+  return progress_count_ > 0 ? next_hive() : next_merged();
+}
+
+// MQ, MQLF, TuMLSC, sliced: the output thread reads the merged order and updates the windows.
+std::optional<Batch> MultiwayAggregate::next_merged() {
   const bool flush = options_.flush_each_window;
   auto last_check = std::chrono::steady_clock::now();
-  for (;;) {
-    if (agg_.has_output(flush || ended_)) {
-      std::optional<Batch> b = agg_.take(flush || ended_);
-      if (flush) {  // every emitted window set's rows have now been handed out
-        const int64_t t = now_ns();
-        for (int64_t a : pending_arrivals_) stats_.latencies_ns.push_back(t - a);
-        pending_arrivals_.clear();
-      }
-      return b;
+  const auto advance = [&](int64_t watermark) {
+    if (agg_) {
+      agg_->advance(watermark);
+    } else {
+      hive_->emit(watermark);
     }
+  };
+  for (;;) {
+    if (out_->has_output(flush || ended_)) return hand_out(flush || ended_);
     if (ended_) return std::nullopt;
     const uint64_t seen = feed_->progress();
-    const int64_t before = agg_.window_sets_emitted();
+    const int64_t before = out_->window_sets_emitted();
     int64_t arrival = 0;
-    ReadResult r = feed_->next();
+    ReadResult r = feed_->next(0);
     switch (r.state) {
       case State::kTuple:
         ++stats_.tuples;
-        agg_.add(*r.tuple.batch, r.tuple.row, r.tuple.time);
+        if (agg_) {
+          agg_->add(*r.tuple.batch, r.tuple.row, r.tuple.time);
+        } else {
+          hive_->emit(r.tuple.time);
+          // Never busy: emit(t) released every slice whose windows end at or before t.
+          hive_->update(0, *r.tuple.batch, r.tuple.row, r.tuple.time);
+        }
         arrival = r.tuple.arrival_ns;
         break;
       case State::kNotReady:
-        agg_.advance(r.watermark);
+        advance(r.watermark);
         arrival = now_ns();
-        if (!agg_.has_output(flush)) {
+        if (!out_->has_output(flush)) {
           rethrow_failure();
-          if (options_.check_interrupt &&
-              std::chrono::steady_clock::now() - last_check > std::chrono::milliseconds(50)) {
-            last_check = std::chrono::steady_clock::now();
-            options_.check_interrupt();
-          }
+          maybe_check_interrupt(last_check);
           feed_->wait_for_progress(seen);
         }
         break;
       case State::kEnd:
         rethrow_failure();
-        agg_.finish();
+        advance(INT64_MAX);
         arrival = now_ns();
         ended_ = true;
         break;
     }
-    const int64_t done = agg_.window_sets_emitted() - before;
+    const int64_t done = out_->window_sets_emitted() - before;
     stats_.window_sets += done;
     if (flush) pending_arrivals_.insert(pending_arrivals_.end(), static_cast<size_t>(done), arrival);
+  }
+}
+
+// TuMLMC, WiML: other threads update the W-Hive; the output thread emits what the least published
+// progress (acquire loads, pairing with the sources' release stores) says is complete.
+std::optional<Batch> MultiwayAggregate::next_hive() {
+  const bool flush = options_.flush_each_window;
+  auto last_check = std::chrono::steady_clock::now();
+  for (;;) {
+    if (out_->has_output(flush || ended_)) return hand_out(flush || ended_);
+    if (ended_) return std::nullopt;
+    rethrow_failure();
+    if (stopping_.load(std::memory_order_acquire)) {
+      ended_ = true;
+      continue;
+    }
+    const uint64_t seen = signal_->value();
+    int64_t watermark = INT64_MAX;
+    int64_t arrival = 0;
+    for (size_t s = 0; s < progress_count_; ++s) {
+      watermark = std::min(watermark, progress_[s].time.load(std::memory_order_acquire));
+      arrival = std::max(arrival, progress_[s].at_ns.load(std::memory_order_relaxed));
+    }
+    const int64_t before = out_->window_sets_emitted();
+    hive_->emit(watermark);
+    const int64_t done = out_->window_sets_emitted() - before;
+    stats_.window_sets += done;
+    if (flush) pending_arrivals_.insert(pending_arrivals_.end(), static_cast<size_t>(done), arrival);
+    if (watermark == INT64_MAX) {
+      ended_ = true;
+      stats_.tuples = 0;
+      for (size_t s = 0; s < progress_count_; ++s) stats_.tuples += progress_[s].tuples.load(std::memory_order_relaxed);
+      continue;
+    }
+    if (!out_->has_output(flush)) {
+      maybe_check_interrupt(last_check);
+      signal_->wait(seen);
+    }
   }
 }
 

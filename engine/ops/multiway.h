@@ -1,14 +1,21 @@
 #pragma once
-// The multiway windowed aggregate (multiway aggregation paper, sections 4 and 5.3-5.5) in three
+// The multiway windowed aggregate (multiway aggregation paper, sections 4 and 5.3-5.7) in six
 // designs that give the identical result:
 //   kMQ      per-input queues behind a lock; the output thread scans every head for the least
 //            tuple, then updates and outputs (the Borealis / StreamCloud baseline);
 //   kMQLF    the same with lock-free single-producer single-consumer queues;
 //   kTuMLSC  producers merge as they insert, concurrently, into the T-Gate; one thread reads
-//            ready tuples, updates and outputs.
+//            ready tuples, updates every window of each and outputs;
+//   kSliced  TuMLSC with window slicing: the one thread updates one slice per tuple in the
+//            W-Hive and combines slices as windows close;
+//   kTuMLMC  the T-Gate read by several update threads, each applying the tuples of its own keys
+//            to the W-Hive, and the output thread emitting what the W-Hive says is complete;
+//   kWiML    no merge: producers apply their tuples straight to the W-Hive (order-insensitive
+//            aggregates only).
 // The output thread is the caller of next() on the result. Producers are either the engine's own
 // threads pulling the inputs (make_multiway_aggregate) or the user's threads (MultiwayPush).
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -19,11 +26,17 @@
 
 #include "core/batch.h"
 #include "gate/times.h"
-#include "window/window_aggregate.h"
+#include "window/whive.h"
 
 namespace pao::ops {
 
-enum class Design : uint8_t { kMQ, kMQLF, kTuMLSC };
+enum class Design : uint8_t { kMQ, kMQLF, kTuMLSC, kSliced, kTuMLMC, kWiML };
+
+const char* design_name(Design d) noexcept;
+
+// design="auto": the design expected fastest for the query on this machine (docs/aggregate.md
+// gives the rule and the measurements behind it).
+Design choose_design(const Schema& input, const window::AggregateQuery& query, size_t inputs, size_t threads);
 
 struct MultiwayOptions {
   window::AggregateQuery query;
@@ -31,6 +44,8 @@ struct MultiwayOptions {
   // Producer threads for pulled inputs, each feeding inputs i with i % threads == its index;
   // 0 = min(inputs, hardware threads).
   size_t threads = 0;
+  // kTuMLMC: update threads reading the T-Gate; 0 = hardware threads.
+  size_t update_threads = 0;
   int64_t batch_size = 65536;
   // Hand out completed window sets at once (streaming) rather than in full batches.
   bool flush_each_window = false;
@@ -49,7 +64,9 @@ struct MultiwayStats {
   std::vector<int64_t> latencies_ns;
 };
 
-class Feed;  // the merged, ready order the output thread reads (T-Gate or queues)
+class Intake;  // where producers put tuples: a Feed, or the W-Hive directly (WiML)
+class Feed;    // the merged, ready order a reader takes (T-Gate or queues)
+class Signal;  // wakes the output thread
 
 // The result: a BatchSource of window rows; also the handle for the push form.
 class MultiwayAggregate : public BatchSource {
@@ -72,10 +89,24 @@ class MultiwayAggregate : public BatchSource {
   void start(std::vector<std::unique_ptr<BatchSource>> inputs);
 
   const MultiwayStats& stats() const noexcept { return stats_; }
+  Design design() const noexcept { return options_.design; }
+
+  // kTuMLMC and kWiML: per source (update thread, or input), every tuple before it was applied.
+  struct alignas(64) Progress {
+    std::atomic<int64_t> time{INT64_MIN};
+    std::atomic<int64_t> at_ns{0};   // when it was last raised
+    std::atomic<int64_t> tuples{0};  // applied by this source
+  };
+
   const std::shared_ptr<const Schema>& input_schema() const noexcept { return input_schema_; }
 
  private:
   void produce(size_t slot, std::vector<uint32_t> mine, std::vector<std::unique_ptr<BatchSource>*> sources);
+  void update_loop(size_t u);  // kTuMLMC
+  std::optional<Batch> next_merged();
+  std::optional<Batch> next_hive();
+  std::optional<Batch> hand_out(bool flush);
+  void maybe_check_interrupt(std::chrono::steady_clock::time_point& last);
   void fail(std::exception_ptr e);
   void rethrow_failure();
 
@@ -83,8 +114,15 @@ class MultiwayAggregate : public BatchSource {
   size_t inputs_;
   MultiwayOptions options_;
   size_t time_index_;
-  std::unique_ptr<Feed> feed_;
-  window::WindowAggregate agg_;
+  std::unique_ptr<Signal> signal_;
+  std::unique_ptr<Feed> feed_;      // every design but kWiML
+  std::unique_ptr<Intake> intake_;  // kWiML
+  Intake* in_ = nullptr;            // feed_ or intake_
+  std::unique_ptr<window::WindowAggregate> agg_;  // kMQ, kMQLF, kTuMLSC
+  std::unique_ptr<window::WHive> hive_;           // the others
+  window::WindowOutput* out_ = nullptr;
+  std::unique_ptr<Progress[]> progress_;
+  size_t progress_count_ = 0;
   std::vector<std::unique_ptr<gate::InputTimes>> times_;
   std::vector<std::mutex> push_locks_;  // push form: one pusher per input at a time
 

@@ -139,7 +139,7 @@ struct Aggregation {
 ops::MultiwayOptions aggregate_options(std::string time, std::vector<std::string> keys, int64_t size,
                                        int64_t advance, int64_t offset,
                                        const std::vector<std::tuple<std::string, std::string, std::string>>& aggs,
-                                       const std::string& design, size_t threads, int64_t batch_size,
+                                       size_t threads, size_t update_threads, int64_t batch_size,
                                        bool flush, double rate) {
   ops::MultiwayOptions o;
   o.query.time_column = std::move(time);
@@ -161,16 +161,8 @@ ops::MultiwayOptions aggregate_options(std::string time, std::vector<std::string
     if (!found) throw Error(ErrorKind::kInvalidInput, "unknown aggregate function '" + kind + "'");
     o.query.aggs.push_back(std::move(spec));
   }
-  if (design == "mq") {
-    o.design = ops::Design::kMQ;
-  } else if (design == "mqlf") {
-    o.design = ops::Design::kMQLF;
-  } else if (design == "tumlsc") {
-    o.design = ops::Design::kTuMLSC;
-  } else {
-    throw Error(ErrorKind::kInvalidInput, "unknown design '" + design + "'; expected 'mq', 'mqlf' or 'tumlsc'");
-  }
   o.threads = threads;
+  o.update_threads = update_threads;
   o.batch_size = batch_size;
   o.flush_each_window = flush;
   o.rate = rate;
@@ -288,6 +280,7 @@ NB_MODULE(_engine, m) {
         d["tuples"] = s.tuples;
         d["window_sets"] = s.window_sets;
         d["latencies_ns"] = s.latencies_ns;
+        d["design"] = ops::design_name(a.op->design());
         return d;
       });
 
@@ -296,9 +289,9 @@ NB_MODULE(_engine, m) {
       [](std::vector<Stream*> inputs, nb::handle schema, size_t n_inputs, std::string time,
          std::vector<std::string> keys, int64_t size, int64_t advance, int64_t offset,
          std::vector<std::tuple<std::string, std::string, std::string>> aggs, std::string design,
-         size_t threads, int64_t batch_size, bool flush, double rate) {
+         size_t threads, size_t update_threads, int64_t batch_size, bool flush, double rate) {
         ops::MultiwayOptions o = aggregate_options(std::move(time), std::move(keys), size, advance, offset, aggs,
-                                                   design, threads, batch_size, flush, rate);
+                                                   threads, update_threads, batch_size, flush, rate);
         std::shared_ptr<const Schema> sch;
         if (inputs.empty()) {
           sch = std::make_shared<const Schema>(
@@ -309,6 +302,25 @@ NB_MODULE(_engine, m) {
           for (Stream* s : inputs) schemas.push_back(s->get().schema());
           sch = gate::check_input_schemas(schemas, o.query.time_column).schema;
           n_inputs = inputs.size();
+        }
+        static constexpr ops::Design kDesigns[] = {ops::Design::kMQ,     ops::Design::kMQLF,
+                                                   ops::Design::kTuMLSC, ops::Design::kSliced,
+                                                   ops::Design::kTuMLMC, ops::Design::kWiML};
+        if (design == "auto") {
+          o.design = ops::choose_design(*sch, o.query, n_inputs, o.threads);
+        } else {
+          bool found = false;
+          for (ops::Design d : kDesigns) {
+            if (design == ops::design_name(d)) {
+              o.design = d;
+              found = true;
+            }
+          }
+          if (!found) {
+            throw Error(ErrorKind::kInvalidInput, "unknown design '" + design +
+                                                      "'; expected 'auto', 'mq', 'mqlf', 'tumlsc', 'sliced', "
+                                                      "'tumlmc' or 'wiml'");
+          }
         }
         auto op = std::make_shared<ops::MultiwayAggregate>(sch, n_inputs, std::move(o));
         if (!inputs.empty()) {
@@ -321,7 +333,7 @@ NB_MODULE(_engine, m) {
         return nb::make_tuple(Stream{std::move(source)}, Aggregation{op});
       },
       "inputs"_a, "schema"_a.none(), "n_inputs"_a, "time"_a, "keys"_a, "size"_a, "advance"_a, "offset"_a, "aggs"_a,
-      "design"_a, "threads"_a, "batch_size"_a, "flush"_a, "rate"_a,
+      "design"_a, "threads"_a, "update_threads"_a, "batch_size"_a, "flush"_a, "rate"_a,
       "A windowed aggregate. With input streams, engine threads read them; with none, the "
       "Aggregation handle takes pushes for n_inputs inputs of `schema`. Returns (result, handle).");
   m.def(

@@ -40,8 +40,12 @@ bool is_number(TypeId id) {
          id != TypeId::kUtf8 && id != TypeId::kLargeUtf8;
 }
 
-// NaN counts as larger than every number (docs/semantics.md).
-bool float_less(double a, double b) noexcept { return a < b || (std::isnan(b) && !std::isnan(a)); }
+// A total order for min and max: NaN above every number, -0.0 below 0.0 (docs/semantics.md). Total,
+// so the result does not depend on the tuples' order, which WiML needs.
+bool float_less(double a, double b) noexcept {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(b) && !std::isnan(a);
+  return a < b || (a == b && std::signbit(a) && !std::signbit(b));
+}
 
 }  // namespace
 
@@ -128,8 +132,13 @@ Value AggStates::read(const Batch& batch, int64_t row) const {
   return v;
 }
 
+bool AggStates::order_insensitive() const noexcept {
+  if (order_sensitive(kind_)) return false;
+  return !((kind_ == AggKind::kSum || kind_ == AggKind::kMean) && domain_ == Domain::kFloat);
+}
+
 void AggStates::resize(size_t slots) {
-  cells_.resize(slots, Cell{0, false, {0}});
+  cells_.resize(slots, Cell{0, false, {0}, 0.0, INT64_MIN});
   if (domain_ == Domain::kString) strings_.resize(slots);
 }
 
@@ -149,7 +158,20 @@ bool AggStates::better(const Value& v, const Cell& c) const noexcept {
   return false;
 }
 
-void AggStates::update(uint32_t slot, const Value& v) {
+// Float sums are two-level: `part` sums the current slice's values in order; when a value of a later
+// slice arrives, `part` is added to the running total `f`. The result f + part is the sum of the
+// slices' sums in slice order, each summed in the merged order: the same additions, in the same
+// order, whether the windows are updated tuple by tuple or combined from slices.
+void AggStates::fold_float(Cell& c, double part, int64_t slice) const noexcept {
+  if (c.slice != slice) {
+    c.f += c.part;
+    c.part = 0.0;
+    c.slice = slice;
+  }
+  c.part += part;
+}
+
+void AggStates::update(uint32_t slot, const Value& v, int64_t slice) {
   Cell& c = cells_[slot];
   switch (kind_) {
     case AggKind::kCount:
@@ -159,7 +181,7 @@ void AggStates::update(uint32_t slot, const Value& v) {
       if (!v.valid) return;
       ++c.n;
       if (domain_ == Domain::kFloat) {
-        c.f += v.f;
+        fold_float(c, v.f, slice);
       } else {
         c.u += v.u;  // two's complement: wraps like numpy for signed and unsigned alike
       }
@@ -168,7 +190,7 @@ void AggStates::update(uint32_t slot, const Value& v) {
       if (!v.valid) return;
       if (c.n++ == 0) c.wide = 0;
       if (domain_ == Domain::kFloat) {
-        c.f += v.f;
+        fold_float(c, v.f, slice);
       } else if (domain_ == Domain::kSigned) {
         c.wide += v.i;
       } else {
@@ -192,6 +214,49 @@ void AggStates::update(uint32_t slot, const Value& v) {
   }
 }
 
+void AggStates::merge(uint32_t slot, const AggStates& from, uint32_t from_slot) {
+  Cell& c = cells_[slot];
+  const Cell& o = from.cells_[from_slot];
+  const auto take = [&] {
+    c = o;
+    if (domain_ == Domain::kString) strings_[slot] = from.strings_[from_slot];
+  };
+  switch (kind_) {
+    case AggKind::kCount:
+      c.n += o.n;
+      return;
+    case AggKind::kSum:
+    case AggKind::kMean:
+      if (o.n == 0) return;
+      if (c.n == 0) return take();
+      c.n += o.n;
+      if (domain_ == Domain::kFloat) {
+        fold_float(c, o.part, o.slice);  // o.f is 0.0: `from` holds one slice
+      } else if (kind_ == AggKind::kSum) {
+        c.u += o.u;
+      } else {
+        c.wide += o.wide;
+      }
+      return;
+    case AggKind::kMin:
+    case AggKind::kMax: {
+      if (o.n == 0) return;
+      if (c.n == 0) return take();
+      c.n += o.n;
+      Value v;
+      v.u = o.u;
+      if (better(v, c)) c.u = o.u;
+      return;
+    }
+    case AggKind::kFirst:
+      if (c.n == 0 && o.n != 0) take();
+      return;
+    case AggKind::kLast:
+      if (o.n != 0) take();
+      return;
+  }
+}
+
 void AggStates::emit(uint32_t slot, ColumnBuilder& out) const {
   const Cell& c = cells_[slot];
   switch (kind_) {
@@ -201,6 +266,9 @@ void AggStates::emit(uint32_t slot, ColumnBuilder& out) const {
     case AggKind::kSum:
       if (c.n == 0) {
         out.append_null();
+      } else if (domain_ == Domain::kFloat) {
+        const double sum = c.f + c.part;
+        out.append_fixed(&sum);
       } else {
         out.append_fixed(&c.u);
       }
@@ -210,7 +278,7 @@ void AggStates::emit(uint32_t slot, ColumnBuilder& out) const {
         out.append_null();
         return;
       }
-      const double mean = domain_ == Domain::kFloat ? c.f / static_cast<double>(c.n)
+      const double mean = domain_ == Domain::kFloat ? (c.f + c.part) / static_cast<double>(c.n)
                                                     : static_cast<double>(c.wide) / static_cast<double>(c.n);
       out.append_fixed(&mean);
       return;

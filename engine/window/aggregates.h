@@ -50,8 +50,18 @@ class AggStates {
 
   void resize(size_t slots);
   void clear();
-  void update(uint32_t slot, const Value& v);
+  // One tuple's value. `slice` is the tuple's slice (WindowSpec::slice_of): float sums add the
+  // values of one slice in the merged order, then the slices' sums in slice order, so every
+  // design (sliced or not, any thread count) rounds identically (docs/semantics.md).
+  void update(uint32_t slot, const Value& v, int64_t slice);
+  // Folds `from`'s state at `from_slot` into `slot`, as if its tuples came after this slot's.
+  // For float sums `from` holds a single slice, as every slice of the sliced designs does.
+  void merge(uint32_t slot, const AggStates& from, uint32_t from_slot);
   void emit(uint32_t slot, ColumnBuilder& out) const;
+  // True when the result does not depend on the order of the tuples (WiML's requirement):
+  // not first or last, and no float sum or mean (floating-point addition does not commute
+  // exactly; min and max order floats totally, -0.0 before 0.0).
+  bool order_insensitive() const noexcept;
 
  private:
   enum class Domain : uint8_t { kSigned, kUnsigned, kFloat, kString };
@@ -61,10 +71,13 @@ class AggStates {
     union {
       int64_t i;
       uint64_t u;
-      double f;
+      double f;       // float sum, mean: the sum of the slices before `slice`
       __int128 wide;  // exact integer sum for mean
     };
+    double part;    // float sum, mean: the sum of slice `slice`'s values so far
+    int64_t slice;  // float sum, mean: the slice `part` belongs to
   };
+  void fold_float(Cell& c, double part, int64_t slice) const noexcept;
   bool better(const Value& v, const Cell& c) const noexcept;
 
   AggKind kind_;

@@ -8,8 +8,6 @@
 namespace pao::window {
 namespace {
 
-constexpr uint32_t kNoSlot = UINT32_MAX;
-
 std::vector<size_t> key_indices(const Schema& input, const std::vector<std::string>& keys) {
   std::vector<size_t> out;
   for (const std::string& k : keys) {
@@ -25,11 +23,8 @@ std::vector<size_t> key_indices(const Schema& input, const std::vector<std::stri
 
 }  // namespace
 
-WindowAggregate::WindowAggregate(const Schema& input, const AggregateQuery& query, int64_t batch_size)
-    : window_(query.window),
-      batch_size_(batch_size),
-      specs_(query.aggs),
-      keys_(input, key_indices(input, query.keys)) {
+WindowOutput::WindowOutput(const Schema& input, const AggregateQuery& query, int64_t batch_size)
+    : window_(query.window), batch_size_(batch_size), keys_(input, key_indices(input, query.keys)) {
   if (window_.size < 1 || window_.advance < 1) {
     throw Error(ErrorKind::kInvalidInput, "window size and advance must be at least 1, got size " +
                                               std::to_string(window_.size) + " and advance " +
@@ -41,12 +36,12 @@ WindowAggregate::WindowAggregate(const Schema& input, const AggregateQuery& quer
     throw Error(ErrorKind::kInvalidInput, "time column '" + query.time_column + "' not found; the columns are: " +
                                               input.to_string());
   }
-  time_type_ = input.fields[*time].type;
+  const DataType time_type = input.fields[*time].type;
   Schema out;
-  out.fields.push_back({"window_start", time_type_, false});
-  out.fields.push_back({"window_end", time_type_, false});
+  out.fields.push_back({"window_start", time_type, false});
+  out.fields.push_back({"window_end", time_type, false});
   for (size_t k : keys_.columns()) out.fields.push_back(input.fields[k]);
-  for (const AggSpec& spec : specs_) {
+  for (const AggSpec& spec : query.aggs) {
     prototypes_.emplace_back(spec, input);
     out.fields.push_back({spec.name, prototypes_.back().output_type(), true});
   }
@@ -58,8 +53,48 @@ WindowAggregate::WindowAggregate(const Schema& input, const AggregateQuery& quer
     }
   }
   out_schema_ = std::make_shared<const Schema>(std::move(out));
-  values_.resize(specs_.size());
+  values_.resize(prototypes_.size());
   for (const Field& f : out_schema_->fields) builders_.emplace_back(f.type);
+}
+
+bool WindowOutput::order_insensitive() const noexcept {
+  return std::all_of(prototypes_.begin(), prototypes_.end(), [](const AggStates& a) { return a.order_insensitive(); });
+}
+
+void WindowOutput::read_values(const Batch& batch, int64_t row, std::vector<Value>& out) const {
+  for (size_t a = 0; a < prototypes_.size(); ++a) {
+    if (prototypes_[a].needs_value()) out[a] = prototypes_[a].read(batch, row);
+  }
+}
+
+void WindowOutput::emit(int64_t k, WindowSet& ws) {
+  if (ws.keys.empty()) return;
+  ++emitted_;
+  const int64_t start = window_.start(k);
+  const int64_t end = window_.end(k);
+  order_.resize(ws.keys.size());
+  for (uint32_t s = 0; s < order_.size(); ++s) order_[s] = s;
+  std::sort(order_.begin(), order_.end(),
+            [&](uint32_t a, uint32_t b) { return keys_.less(ws.keys[a], ws.keys[b]); });
+  const size_t first_agg = 2 + keys_.columns().size();
+  for (uint32_t slot : order_) {
+    builders_[0].append_fixed(&start);
+    builders_[1].append_fixed(&end);
+    keys_.append(ws.keys[slot], builders_, 2);
+    for (size_t a = 0; a < ws.aggs.size(); ++a) ws.aggs[a].emit(slot, builders_[first_agg + a]);
+    if (builders_[0].size() == batch_size_) cut_batch();
+  }
+  ws.clear();
+}
+
+void WindowOutput::cut_batch() { ready_.push_back(finish_batch(out_schema_, builders_)); }
+
+std::optional<Batch> WindowOutput::take(bool flush) {
+  if (ready_.empty() && flush && builders_[0].size() > 0) cut_batch();
+  if (ready_.empty()) return std::nullopt;
+  Batch b = std::move(ready_.front());
+  ready_.pop_front();
+  return b;
 }
 
 WindowAggregate::WindowSet* WindowAggregate::set_for(int64_t k) {
@@ -72,9 +107,7 @@ WindowAggregate::WindowSet* WindowAggregate::set_for(int64_t k) {
       spare_.pop_back();
     } else {
       ws = std::make_unique<WindowSet>();
-      ws->aggs = prototypes_;
     }
-    ws->k = k;
   }
   return ws.get();
 }
@@ -86,72 +119,26 @@ void WindowAggregate::add(const Batch& batch, int64_t row, int64_t time) {
   if (kf > kl) return;  // in a gap between windows
   if (open_.empty()) base_k_ = kf;
   const uint32_t key = keys_.id(batch, row);
-  for (size_t a = 0; a < prototypes_.size(); ++a) {
-    if (prototypes_[a].needs_value()) values_[a] = prototypes_[a].read(batch, row);
-  }
+  const int64_t slice = window_.slice_of(time);
+  read_values(batch, row, values_);
   for (int64_t k = kf; k <= kl; ++k) {
     WindowSet* ws = set_for(k);
-    if (key >= ws->slot_of_key.size()) ws->slot_of_key.resize(keys_.size(), kNoSlot);
-    uint32_t slot = ws->slot_of_key[key];
-    if (slot == kNoSlot) {
-      slot = static_cast<uint32_t>(ws->keys.size());
-      ws->slot_of_key[key] = slot;
-      ws->keys.push_back(key);
-      for (AggStates& s : ws->aggs) s.resize(slot + 1);
-    }
-    for (size_t a = 0; a < ws->aggs.size(); ++a) ws->aggs[a].update(slot, values_[a]);
+    const uint32_t slot = ws->slot(key, prototypes_);
+    for (size_t a = 0; a < ws->aggs.size(); ++a) ws->aggs[a].update(slot, values_[a], slice);
   }
 }
 
 void WindowAggregate::advance(int64_t watermark) {
   while (!open_.empty() && window_.end(base_k_) <= watermark) {
-    emit_front();
+    if (open_.front()) {
+      emit(base_k_, *open_.front());
+      spare_.push_back(std::move(open_.front()));
+    }
     open_.pop_front();
     ++base_k_;
   }
 }
 
-void WindowAggregate::finish() {
-  while (!open_.empty()) {
-    emit_front();
-    open_.pop_front();
-    ++base_k_;
-  }
-}
-
-void WindowAggregate::emit_front() {
-  std::unique_ptr<WindowSet>& ws = open_.front();
-  if (!ws) return;
-  ++emitted_;
-  const int64_t start = window_.start(ws->k);
-  const int64_t end = window_.end(ws->k);
-  order_.resize(ws->keys.size());
-  for (uint32_t s = 0; s < order_.size(); ++s) order_[s] = s;
-  std::sort(order_.begin(), order_.end(),
-            [&](uint32_t a, uint32_t b) { return keys_.less(ws->keys[a], ws->keys[b]); });
-  const size_t first_agg = 2 + keys_.columns().size();
-  for (uint32_t slot : order_) {
-    builders_[0].append_fixed(&start);
-    builders_[1].append_fixed(&end);
-    keys_.append(ws->keys[slot], builders_, 2);
-    for (size_t a = 0; a < ws->aggs.size(); ++a) ws->aggs[a].emit(slot, builders_[first_agg + a]);
-    if (builders_[0].size() == batch_size_) cut_batch();
-  }
-  // Recycle: only the touched entries need resetting.
-  for (uint32_t key : ws->keys) ws->slot_of_key[key] = kNoSlot;
-  ws->keys.clear();
-  for (AggStates& s : ws->aggs) s.clear();
-  spare_.push_back(std::move(ws));
-}
-
-void WindowAggregate::cut_batch() { ready_.push_back(finish_batch(out_schema_, builders_)); }
-
-std::optional<Batch> WindowAggregate::take(bool flush) {
-  if (ready_.empty() && flush && builders_[0].size() > 0) cut_batch();
-  if (ready_.empty()) return std::nullopt;
-  Batch b = std::move(ready_.front());
-  ready_.pop_front();
-  return b;
-}
+void WindowAggregate::finish() { advance(INT64_MAX); }
 
 }  // namespace pao::window

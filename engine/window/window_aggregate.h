@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,16 @@ struct WindowSpec {
   int64_t start(int64_t k) const noexcept { return static_cast<int64_t>(__int128{offset} + __int128{k} * advance); }
   int64_t end(int64_t k) const noexcept { return static_cast<int64_t>(__int128{start(k)} + size); }
 
+  // Slices: the time line cut at every window start and end, [offset + j * g, + g) for
+  // g = gcd(size, advance). A window is exactly the `slices_per_window()` slices from
+  // first_slice(k); a tuple lies in one slice (window slicing, docs/semantics.md).
+  int64_t slice_length() const noexcept { return std::gcd(size, advance); }
+  int64_t slices_per_window() const noexcept { return size / slice_length(); }
+  int64_t slice_of(int64_t t) const noexcept { return floor_div(__int128{t} - offset, slice_length()); }
+  int64_t first_slice(int64_t k) const noexcept {
+    return static_cast<int64_t>(__int128{k} * (advance / slice_length()));
+  }
+
   static int64_t floor_div(__int128 a, int64_t b) noexcept {
     __int128 q = a / b;
     if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
@@ -41,19 +52,14 @@ struct AggregateQuery {
   std::vector<AggSpec> aggs;
 };
 
-class WindowAggregate {
+// What every window store shares: the query's validation, the output schema, the key table, and
+// turning a finished window set into output rows (windows in start order, keys ascending).
+class WindowOutput {
  public:
   // Validates the query against the input schema (unknown columns, unsupported types, windows).
-  WindowAggregate(const Schema& input, const AggregateQuery& query, int64_t batch_size);
+  WindowOutput(const Schema& input, const AggregateQuery& query, int64_t batch_size);
 
   const std::shared_ptr<const Schema>& output_schema() const noexcept { return out_schema_; }
-
-  // One tuple, in the merged order; time is its time. Completes windows ending at or before it.
-  void add(const Batch& batch, int64_t row, int64_t time);
-  // No tuple earlier than `watermark` will come: completes windows ending at or before it.
-  void advance(int64_t watermark);
-  // No tuple will come.
-  void finish();
   // A batch of finished rows: full batches (batch_size rows) always; with `flush`, any rows.
   std::optional<Batch> take(bool flush);
   // Window sets emitted so far (those with at least one row).
@@ -61,36 +67,80 @@ class WindowAggregate {
   bool has_output(bool flush) const noexcept {
     return !ready_.empty() || (flush && !builders_.empty() && builders_[0].size() > 0);
   }
+  // True when every aggregate's result is independent of the tuples' order (AggStates).
+  bool order_insensitive() const noexcept;
 
- private:
+ protected:
+  // The (key -> states) table of one window or slice, indexed by dense key ids.
   struct WindowSet {
-    int64_t k = 0;
     std::vector<uint32_t> slot_of_key;  // key id -> slot, kNoSlot when absent
     std::vector<uint32_t> keys;         // slot -> key id
     std::vector<AggStates> aggs;
+
+    static constexpr uint32_t kNoSlot = UINT32_MAX;
+    // The slot of `key`, added when absent; `states` are the prototypes for a first use.
+    uint32_t slot(uint32_t key, const std::vector<AggStates>& prototypes) {
+      if (key >= slot_of_key.size()) slot_of_key.resize(static_cast<size_t>(key) + 1, kNoSlot);
+      uint32_t s = slot_of_key[key];
+      if (s == kNoSlot) {
+        if (aggs.empty()) aggs = prototypes;
+        s = static_cast<uint32_t>(keys.size());
+        slot_of_key[key] = s;
+        keys.push_back(key);
+        for (AggStates& a : aggs) a.resize(s + 1);
+      }
+      return s;
+    }
+    // Empties the set, keeping its memory: only the touched entries are reset.
+    void clear() {
+      for (uint32_t key : keys) slot_of_key[key] = kNoSlot;
+      keys.clear();
+      for (AggStates& a : aggs) a.clear();
+    }
   };
-  WindowSet* set_for(int64_t k);
-  void emit_front();
-  void cut_batch();
+
+  // Appends window k's rows from `ws` (sorted by key) and clears `ws`; nothing if it is empty.
+  void emit(int64_t k, WindowSet& ws);
+  // Reads each aggregate's column at `row` into `out`.
+  void read_values(const Batch& batch, int64_t row, std::vector<Value>& out) const;
 
   WindowSpec window_;
   int64_t batch_size_;
-  std::vector<AggSpec> specs_;
   KeyTable keys_;
   std::vector<AggStates> prototypes_;
+  std::vector<Value> values_;
+
+ private:
+  void cut_batch();
+
   std::shared_ptr<const Schema> out_schema_;
-  DataType time_type_;
+  std::vector<uint32_t> order_;
+  std::vector<ColumnBuilder> builders_;
+  std::deque<Batch> ready_;
+  int64_t emitted_ = 0;
+};
+
+// The unsliced window store of MQ, MQLF and TuMLSC: one thread adds tuples in the merged order,
+// and each tuple updates every window it falls in (size / advance of them).
+class WindowAggregate : public WindowOutput {
+ public:
+  WindowAggregate(const Schema& input, const AggregateQuery& query, int64_t batch_size)
+      : WindowOutput(input, query, batch_size) {}
+
+  // One tuple, in the merged order; time is its time. Completes windows ending at or before it.
+  void add(const Batch& batch, int64_t row, int64_t time);
+  // No tuple earlier than `watermark` will come: completes windows ending at or before it.
+  void advance(int64_t watermark);
+  // No tuple will come.
+  void finish();
+
+ private:
+  WindowSet* set_for(int64_t k);
 
   // Open window sets for k in [base_k_, base_k_ + open_.size()), null where none received a tuple.
   std::deque<std::unique_ptr<WindowSet>> open_;
   int64_t base_k_ = 0;
   std::vector<std::unique_ptr<WindowSet>> spare_;
-  std::vector<Value> values_;
-  std::vector<uint32_t> order_;
-
-  std::vector<ColumnBuilder> builders_;
-  std::deque<Batch> ready_;
-  int64_t emitted_ = 0;
 };
 
 }  // namespace pao::window

@@ -115,9 +115,11 @@ def _order_key(value, type_: pa.DataType) -> tuple:
 
 
 def _minmax_key(value, type_: pa.DataType) -> tuple:
-    """Order for min/max over non-null values: numbers, then NaN (the largest float)."""
-    if pa.types.is_floating(type_) and math.isnan(value):
-        return (1,)
+    """Order for min/max over non-null values: numbers, -0.0 before 0.0, then NaN (the largest)."""
+    if pa.types.is_floating(type_):
+        if math.isnan(value):
+            return (1,)
+        return (0, value, math.copysign(1.0, value))
     return (0, int(value) if isinstance(value, bool) else value)
 
 
@@ -154,8 +156,9 @@ def _agg_output_type(function: str, type_: pa.DataType | None) -> pa.DataType:
     return type_  # first, last
 
 
-def _aggregate_values(function: str, values: list, type_: pa.DataType | None):
-    """One aggregate over the values of one (window, key), given in the merged order."""
+def _aggregate_values(function: str, values: list, type_: pa.DataType | None, slices: list[int]):
+    """One aggregate over the values of one (window, key), given in the merged order, with the
+    slice of each (float sums add per slice, then the slices' sums in slice order)."""
     if function == "count":
         return len(values) if type_ is None else sum(v is not None for v in values)
     if function == "first":
@@ -167,9 +170,13 @@ def _aggregate_values(function: str, values: list, type_: pa.DataType | None):
         return None
     if function in ("sum", "mean"):
         if pa.types.is_floating(type_):
+            sums: dict[int, float] = {}
+            for v, s in zip(values, slices):  # one double addition at a time, in the merged order
+                if v is not None:
+                    sums[s] = sums.get(s, 0.0) + float(v)
             total = 0.0
-            for v in present:  # one double addition at a time, in the merged order
-                total += float(v)
+            for s in sorted(sums):
+                total += sums[s]
         else:
             total = 0
             for v in present:  # exact: Python ints do not overflow
@@ -180,7 +187,7 @@ def _aggregate_values(function: str, values: list, type_: pa.DataType | None):
             return float(total) / len(present)
         return total if pa.types.is_floating(type_) else _wrap(total, type_)
     best = present[0]
-    for v in present[1:]:  # strict comparison: among equal values (0.0, -0.0) the first one wins
+    for v in present[1:]:  # strict comparison in a total order: the result is order-independent
         if function == "min" and _minmax_key(v, type_) < _minmax_key(best, type_):
             best = v
         if function == "max" and _minmax_key(v, type_) > _minmax_key(best, type_):
@@ -231,6 +238,7 @@ def reference_aggregate(
 
     # (window start, key identity) -> [key values, rows in merged order]
     groups: dict[tuple, list] = {}
+    slice_length = math.gcd(size, advance)
     for t, _, _, row in tuples:
         k_first = (t - offset - size) // advance + 1  # smallest k with s + size > t (floor division)
         k_last = (t - offset) // advance  # largest k with s <= t
@@ -239,7 +247,7 @@ def reference_aggregate(
         for k in range(k_first, k_last + 1):
             start = offset + k * advance
             assert start <= t < start + size
-            groups.setdefault((start, identity), [key_values, []])[1].append(row)
+            groups.setdefault((start, identity), [key_values, []])[1].append((row, (t - offset) // slice_length))
 
     columns: dict[str, list] = {"window_start": [], "window_end": []}
     columns.update({k: [] for k in key})
@@ -250,10 +258,11 @@ def reference_aggregate(
         columns["window_end"].append(start + size)
         for k, v in zip(key, key_values):
             columns[k].append(v)
+        slices = [s for _, s in rows]
         for name, (function, column) in aggs.items():
-            values = [None] * len(rows) if column is None else [row[column] for row in rows]
+            values = [None] * len(rows) if column is None else [row[column] for row, _ in rows]
             type_ = None if column is None else schema.field(column).type
-            columns[name].append(_aggregate_values(function, values, type_))
+            columns[name].append(_aggregate_values(function, values, type_, slices))
 
     fields = [pa.field("window_start", time_type), pa.field("window_end", time_type)]
     fields += [pa.field(k, kt) for k, kt in zip(key, key_types)]

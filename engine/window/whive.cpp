@@ -1,0 +1,137 @@
+#include "window/whive.h"
+
+#include <algorithm>
+#include <bit>
+
+#include "core/error.h"
+
+namespace pao::window {
+
+WHive::WHive(const Schema& input, const AggregateQuery& query, int64_t batch_size, size_t updaters, HiveMode mode)
+    : WindowOutput(input, query, batch_size),
+      mode_(mode),
+      span_(window_.slices_per_window()),
+      stride_(window_.advance / window_.slice_length()),
+      updaters_(std::max<size_t>(updaters, 1)) {
+  if (span_ > kMaxSlicesPerWindow) {
+    throw Error(ErrorKind::kInvalidInput,
+                "a window of size " + std::to_string(window_.size) + " advancing by " +
+                    std::to_string(window_.advance) + " spans " + std::to_string(span_) +
+                    " slices of length " + std::to_string(window_.slice_length()) +
+                    "; the sliced designs handle at most " + std::to_string(kMaxSlicesPerWindow) +
+                    ": use design='tumlsc'");
+  }
+  if (mode_ == HiveMode::kShared && !order_insensitive()) {
+    throw Error(ErrorKind::kInvalidInput,
+                "design 'wiml' updates windows in arrival order, so it takes only aggregates whose "
+                "result does not depend on the order: count, min, max, and sum and mean of integer "
+                "columns (first, last and float sums and means need the merged order: use 'tumlmc' "
+                "or 'sliced')");
+  }
+  // More than span_ + 1 slots (deadlock freedom, whive.h); twice that, so that producers running
+  // ahead of the slowest input rarely find their slot busy.
+  const auto slots = std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(2 * span_ + 2, 16)));
+  ring_ = std::vector<Slot>(slots);
+  mask_ = slots - 1;
+  for (Slot& s : ring_) s.shards.resize(updaters_.size());
+  for (Updater& u : updaters_) {
+    u.values.resize(prototypes_.size());
+    if (mode_ != HiveMode::kSingle) u.keys = std::make_unique<KeyTable>(input, keys_.columns());
+  }
+}
+
+bool WHive::update(size_t u, const Batch& batch, int64_t row, int64_t time) {
+  const int64_t kf = window_.first_k(time);
+  const int64_t kl = window_.last_k(time);
+  if (kf > kl) return true;  // in a gap between windows
+  Updater& up = updaters_[u];
+  uint32_t own = 0;
+  if (mode_ != HiveMode::kSingle) {
+    own = up.keys->id(batch, row);
+    if (mode_ == HiveMode::kPartitioned && own % updaters_.size() != u) return true;  // another's key
+  }
+  const int64_t j = window_.slice_of(time);
+  Slot& s = ring_[static_cast<uint64_t>(j) & mask_];
+  int64_t tag = s.tag.load(std::memory_order_acquire);
+  if (tag != j) {
+    if (tag != kEmpty) return false;  // an older slice not emitted yet
+    if (!s.tag.compare_exchange_strong(tag, j, std::memory_order_acquire) && tag != j) return false;
+  }
+  uint32_t key = 0;
+  if (mode_ == HiveMode::kSingle) {
+    key = keys_.id(batch, row);
+  } else {
+    if (own >= up.shared.size()) up.shared.resize(static_cast<size_t>(own) + 1, WindowSet::kNoSlot);
+    key = up.shared[own];
+    if (key == WindowSet::kNoSlot) {  // a key new to this updater
+      std::lock_guard lock(keys_mutex_);
+      key = keys_.id(batch, row);
+      up.shared[own] = key;
+    }
+  }
+  WindowSet& ws = s.shards[u];
+  const uint32_t slot = ws.slot(key, prototypes_);
+  read_values(batch, row, up.values);
+  for (size_t a = 0; a < ws.aggs.size(); ++a) ws.aggs[a].update(slot, up.values[a], j);
+  return true;
+}
+
+int64_t WHive::min_live_slice() const {
+  int64_t m = INT64_MAX;
+  for (const Slot& s : ring_) {
+    const int64_t tag = s.tag.load(std::memory_order_acquire);
+    if (tag != kEmpty) m = std::min(m, tag);
+  }
+  return m;
+}
+
+// Only the output thread changes a non-empty tag, so the relaxed load reads a stable value; the
+// release store publishes the cleared shards to the next creator of the slot.
+void WHive::release_before(int64_t slice) {
+  for (Slot& s : ring_) {
+    const int64_t tag = s.tag.load(std::memory_order_relaxed);
+    if (tag == kEmpty || tag >= slice) continue;
+    for (WindowSet& shard : s.shards) shard.clear();
+    s.tag.store(kEmpty, std::memory_order_release);
+  }
+}
+
+void WHive::emit(int64_t watermark) {
+  if (watermark == INT64_MIN) return;
+  std::unique_lock lock(keys_mutex_, std::defer_lock);
+  if (mode_ != HiveMode::kSingle) lock.lock();  // keys_ is read to sort and decode
+  for (;;) {
+    if (!next_known_) {
+      // Skip the windows with no live slice, but never past one that ends after the watermark:
+      // its slices may still be created.
+      const int64_t m = min_live_slice();
+      if (m == INT64_MAX && watermark == INT64_MAX) return;  // everything emitted
+      int64_t k = m == INT64_MAX ? INT64_MAX
+                                 : window_.first_k(static_cast<int64_t>(__int128{window_.offset} +
+                                                                        __int128{m} * window_.slice_length()));
+      if (watermark != INT64_MAX) k = std::min(k, window_.first_k(watermark));
+      next_k_ = started_ ? std::max(next_k_, k) : k;
+      started_ = true;
+      next_known_ = true;
+    }
+    if (window_.end(next_k_) > watermark) return;
+    const int64_t j0 = window_.first_slice(next_k_);
+    for (int64_t j = j0; j < j0 + span_; ++j) {
+      Slot& s = ring_[static_cast<uint64_t>(j) & mask_];
+      if (s.tag.load(std::memory_order_acquire) != j) continue;
+      for (WindowSet& shard : s.shards) {
+        for (uint32_t from = 0; from < shard.keys.size(); ++from) {
+          const uint32_t to = acc_.slot(shard.keys[from], prototypes_);
+          for (size_t a = 0; a < acc_.aggs.size(); ++a) acc_.aggs[a].merge(to, shard.aggs[a], from);
+        }
+      }
+    }
+    const bool empty = acc_.keys.empty();
+    WindowOutput::emit(next_k_, acc_);
+    ++next_k_;
+    release_before(window_.first_slice(next_k_));
+    if (empty) next_known_ = false;
+  }
+}
+
+}  // namespace pao::window

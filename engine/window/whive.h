@@ -1,0 +1,100 @@
+#pragma once
+// The W-Hive (multiway aggregation paper, section 5.6), sliced: the window store that several
+// threads update at once while one output thread emits every window set no thread can still
+// change.
+//
+// Slices, not windows. A tuple updates the one slice it lies in (WindowSpec::slice_of); when
+// window k can no longer change, the output thread combines its slices_per_window() slices.
+// Sliding windows then cost one update per tuple rather than size / advance of them.
+//
+// Structure. Slices live in a ring of slots indexed by slice number modulo a power of two larger
+// than slices_per_window() + 1, so the slots are ordered by start time and a slice is found in
+// O(1) without a search. A slot's `tag` says which slice it holds (kEmpty when none). Each slot
+// has one shard per updater: a (key -> states) table that only that updater writes, so updates
+// are plain stores, with no atomic per tuple and no contention on hot keys.
+//
+// Protocol and memory order:
+//  - Creating a slice: the first updater to need slice j in an empty slot CASes its tag from
+//    kEmpty to j; a concurrent creator of the same slice fails the CAS, reads j and uses the same
+//    slot, so two creators end with one slice. The CAS and the tag loads are acquire: they see
+//    the output thread's clearing of the slot, published by its release store of kEmpty (an RMW
+//    continues that release sequence, so every later acquirer of tag j sees it too).
+//  - A slot still holding an older slice (the output thread has not emitted it yet) is busy:
+//    update() returns false and the caller retries after the watermark has moved.
+//  - Completion: the caller publishes each source's progress ("every tuple of mine before P has
+//    been applied") with a release store after its updates, and the output thread passes the
+//    minimum it read (acquire) to emit(). Window k is complete when end(k) <= that watermark;
+//    no update to its slices can happen any more, so the output thread reads the shards without
+//    synchronisation, then clears the slices no later window needs and stores kEmpty (release).
+//  - Deadlock freedom: the ring has more than slices_per_window() + 1 slots, so the slot of the
+//    least pending tuple can only be held by a slice whose windows all end before that tuple's
+//    time, i.e. a complete one the output thread will release.
+//  - Keys: with several updaters each has its own KeyTable and maps its ids to the shared one
+//    under keys_mutex_ once per (updater, key); the output thread holds the mutex while it emits
+//    (it sorts and decodes keys). Updates of known keys take no lock.
+//  - Memory: the ring is the whole state; emitted slices are cleared and their slot reused, so
+//    memory is bounded by the ring size times the keys per slice.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "window/window_aggregate.h"
+
+namespace pao::window {
+
+enum class HiveMode : uint8_t {
+  kSingle,       // one thread updates and emits (the sliced design); no lock, no atomics needed
+  kShared,       // WiML: any updater may see any key; order-insensitive aggregates only
+  kPartitioned,  // TuMLMC: every updater sees every tuple in the merged order and applies those
+                 // of its keys (local key id modulo updaters); order-sensitive ones stay exact
+};
+
+class WHive : public WindowOutput {
+ public:
+  // `updaters`: the threads that may call update() concurrently, each with its own index.
+  WHive(const Schema& input, const AggregateQuery& query, int64_t batch_size, size_t updaters, HiveMode mode);
+
+  // Applies one tuple (updater `u`, time `time`) to its slice. False, with nothing done, when
+  // the slice's slot still holds an older slice: retry once the watermark has moved.
+  bool update(size_t u, const Batch& batch, int64_t row, int64_t time);
+
+  // Output thread: emits, in order, every window ending at or before `watermark` (no tuple
+  // earlier than it will be applied any more). INT64_MAX: every window.
+  void emit(int64_t watermark);
+
+  // Slices a window spans beyond which the sliced designs refuse a query (ring memory).
+  static constexpr int64_t kMaxSlicesPerWindow = 4096;
+
+ private:
+  struct Slot {
+    std::atomic<int64_t> tag{kEmpty};
+    std::vector<WindowSet> shards;  // one per updater
+  };
+  struct alignas(64) Updater {
+    std::unique_ptr<KeyTable> keys;  // kShared, kPartitioned: this updater's own ids
+    std::vector<uint32_t> shared;    // own id -> id in keys_ (kNoSlot: not asked yet)
+    std::vector<Value> values;
+  };
+  static constexpr int64_t kEmpty = INT64_MIN;
+
+  int64_t min_live_slice() const;
+  void release_before(int64_t slice);
+
+  HiveMode mode_;
+  int64_t span_;    // slices per window
+  int64_t stride_;  // slices per advance
+  std::vector<Slot> ring_;
+  uint64_t mask_;
+  std::vector<Updater> updaters_;
+  std::mutex keys_mutex_;
+
+  // Output thread.
+  int64_t next_k_ = 0;        // the first window not emitted yet, once next_known_
+  bool next_known_ = false;  // false at the start and after an empty window: skip ahead
+  bool started_ = false;
+  WindowSet acc_;  // the window being combined
+};
+
+}  // namespace pao::window
