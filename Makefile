@@ -39,8 +39,9 @@ asan-test: install
 tsan-test: install
 	$(BIN)/cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPYARROW_OPS_DEVELOPER=ON \
 		-DPYARROW_OPS_SANITIZE=thread >/dev/null
-	$(BIN)/cmake --build build/tsan -j $(JOBS) --target test_tgate
+	$(BIN)/cmake --build build/tsan -j $(JOBS) --target test_tgate test_whive
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/engine/test_tgate
+	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/engine/test_whive
 
 py-test: install
 	$(PY) -m pytest

@@ -257,6 +257,28 @@ void AggStates::merge(uint32_t slot, const AggStates& from, uint32_t from_slot) 
   }
 }
 
+void AggStates::merge_all(const AggStates& from, const uint32_t* to, size_t n) {
+  if (kind_ == AggKind::kCount) {
+    for (size_t i = 0; i < n; ++i) cells_[to[i]].n += from.cells_[i].n;
+    return;
+  }
+  if ((kind_ == AggKind::kSum || kind_ == AggKind::kMean) && domain_ == Domain::kFloat) {
+    for (size_t i = 0; i < n; ++i) {
+      Cell& c = cells_[to[i]];
+      const Cell& o = from.cells_[i];
+      if (o.n == 0) continue;
+      if (c.n == 0) {
+        c = o;
+        continue;
+      }
+      c.n += o.n;
+      fold_float(c, o.part, o.slice);
+    }
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) merge(to[i], from, static_cast<uint32_t>(i));
+}
+
 void AggStates::emit(uint32_t slot, ColumnBuilder& out) const {
   const Cell& c = cells_[slot];
   switch (kind_) {

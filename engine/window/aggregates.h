@@ -57,6 +57,10 @@ class AggStates {
   // Folds `from`'s state at `from_slot` into `slot`, as if its tuples came after this slot's.
   // For float sums `from` holds a single slice, as every slice of the sliced designs does.
   void merge(uint32_t slot, const AggStates& from, uint32_t from_slot);
+  // merge(to[i], from, i) for the slots i < n of `from`: one dispatch for the whole table (the
+  // inner loop of combining slices into windows).
+  void merge_all(const AggStates& from, const uint32_t* to, size_t n);
+  size_t size() const noexcept { return cells_.size(); }
   void emit(uint32_t slot, ColumnBuilder& out) const;
   // True when the result does not depend on the order of the tuples (WiML's requirement):
   // not first or last, and no float sum or mean (floating-point addition does not commute

@@ -55,6 +55,10 @@ bool WHive::update(size_t u, const Batch& batch, int64_t row, int64_t time) {
   int64_t tag = s.tag.load(std::memory_order_acquire);
   if (tag != j) {
     if (tag != kEmpty) return false;  // an older slice not emitted yet
+    // Only slices in [base, base + ring size) may exist, so no two live slices share a slot and a
+    // slice is never blocked by a newer one (whive.h, deadlock freedom).
+    const int64_t base = base_.load(std::memory_order_acquire);
+    if (base == kEmpty || j - base >= static_cast<int64_t>(ring_.size())) return false;
     if (!s.tag.compare_exchange_strong(tag, j, std::memory_order_acquire) && tag != j) return false;
   }
   uint32_t key = 0;
@@ -114,16 +118,17 @@ void WHive::emit(int64_t watermark) {
       started_ = true;
       next_known_ = true;
     }
+    base_.store(window_.first_slice(next_k_), std::memory_order_release);
     if (window_.end(next_k_) > watermark) return;
     const int64_t j0 = window_.first_slice(next_k_);
     for (int64_t j = j0; j < j0 + span_; ++j) {
       Slot& s = ring_[static_cast<uint64_t>(j) & mask_];
       if (s.tag.load(std::memory_order_acquire) != j) continue;
       for (WindowSet& shard : s.shards) {
-        for (uint32_t from = 0; from < shard.keys.size(); ++from) {
-          const uint32_t to = acc_.slot(shard.keys[from], prototypes_);
-          for (size_t a = 0; a < acc_.aggs.size(); ++a) acc_.aggs[a].merge(to, shard.aggs[a], from);
-        }
+        if (shard.keys.empty()) continue;
+        to_.resize(shard.keys.size());
+        for (size_t from = 0; from < shard.keys.size(); ++from) to_[from] = acc_.slot(shard.keys[from], prototypes_);
+        for (size_t a = 0; a < acc_.aggs.size(); ++a) acc_.aggs[a].merge_all(shard.aggs[a], to_.data(), to_.size());
       }
     }
     const bool empty = acc_.keys.empty();

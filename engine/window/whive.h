@@ -20,15 +20,21 @@
 //    the output thread's clearing of the slot, published by its release store of kEmpty (an RMW
 //    continues that release sequence, so every later acquirer of tag j sees it too).
 //  - A slot still holding an older slice (the output thread has not emitted it yet) is busy:
-//    update() returns false and the caller retries after the watermark has moved.
+//    update() returns false and the caller retries after the watermark has moved. So is a slice
+//    at or beyond base + ring size, where base (published by the output thread, release/acquire)
+//    is the first slice not yet released: live slices then always map to distinct slots, and a
+//    slice is never blocked by a newer one that a faster input created first. Before the output
+//    thread has seen its first watermark there is no base and nothing may be created.
 //  - Completion: the caller publishes each source's progress ("every tuple of mine before P has
 //    been applied") with a release store after its updates, and the output thread passes the
 //    minimum it read (acquire) to emit(). Window k is complete when end(k) <= that watermark;
 //    no update to its slices can happen any more, so the output thread reads the shards without
 //    synchronisation, then clears the slices no later window needs and stores kEmpty (release).
-//  - Deadlock freedom: the ring has more than slices_per_window() + 1 slots, so the slot of the
-//    least pending tuple can only be held by a slice whose windows all end before that tuple's
-//    time, i.e. a complete one the output thread will release.
+//  - Deadlock freedom: the least pending tuple's time t is the watermark once every source has
+//    published (a busy source publishes the time it waits at). The output thread then emits
+//    every window ending at or before t and sets base to the first slice of the first window
+//    containing t, so t's slice is less than base + slices_per_window() < base + ring size, and
+//    its slot holds no other live slice: the tuple goes in.
 //  - Keys: with several updaters each has its own KeyTable and maps its ids to the shared one
 //    under keys_mutex_ once per (updater, key); the output thread holds the mutex while it emits
 //    (it sorts and decodes keys). Updates of known keys take no lock.
@@ -90,11 +96,16 @@ class WHive : public WindowOutput {
   std::vector<Updater> updaters_;
   std::mutex keys_mutex_;
 
+  // The first slice not released, set by the output thread once it has seen a watermark; kEmpty
+  // before (no slice may be created until then).
+  std::atomic<int64_t> base_{kEmpty};
+
   // Output thread.
   int64_t next_k_ = 0;        // the first window not emitted yet, once next_known_
   bool next_known_ = false;  // false at the start and after an empty window: skip ahead
   bool started_ = false;
-  WindowSet acc_;  // the window being combined
+  WindowSet acc_;             // the window being combined
+  std::vector<uint32_t> to_;  // a shard's slots in acc_
 };
 
 }  // namespace pao::window

@@ -87,7 +87,9 @@ class WindowOutput {
         s = static_cast<uint32_t>(keys.size());
         slot_of_key[key] = s;
         keys.push_back(key);
-        for (AggStates& a : aggs) a.resize(s + 1);
+        for (AggStates& a : aggs) {
+          if (a.size() <= s) a.resize(std::max<size_t>(16, 2 * a.size()));  // cells past keys.size() stay fresh
+        }
       }
       return s;
     }
