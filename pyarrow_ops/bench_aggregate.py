@@ -1,20 +1,30 @@
 """The multiway aggregation paper's measurements on this machine, printed as tables.
 
-    python -m pyarrow_ops.bench_aggregate [--rows 2000000] [--inputs 1,4,20] [--repeat 2]
+    python -m pyarrow_ops.bench_aggregate [--rows 2000000] [--inputs 1,4,20] [--repeat 2] [--threads auto]
+        [--designs mq,tumlsc] [--queries k-OI,W-OI] [--peers polars,duckdb,spark] [--latency-designs tumlsc]
 
 1. T-Gate against a concurrent skip list that checks readiness by scanning every input (Figure 7).
-2. Queries k-OI, k-OS (smart meters, 243 keys) and K-OI, K-OS (song comments, 40,000 keys), window
-   30 s advancing by 3 s (Table 2): tuples/s of MQ, MQLF, TuMLSC and of the fastest exact Polars and
-   DuckDB formulations (pyarrow_ops.peers), each checked equal to TuMLSC's table.
-3. Emission latency of TuMLSC (arrival of the tuple completing a window set to the hand-out of its
-   rows), p50 and p99, with the inputs paced at half of its measured maximum throughput.
-Throughputs are medians of ``--repeat`` runs; the machine is shared, so compare within one run.
+2. The queries of the paper's Table 2 (``QUERIES``): k-OI, k-OS on smart meters (243 keys), K-OI, K-OS on
+   song comments (40,000 keys), window 30 s advancing by 3 s, and w-OI, W-OI (mean kWh per meter; 20 s
+   and 40 s windows advancing by 2 s, so each tuple is in 10 and 20 windows). One row per (query, inputs,
+   threads): tuples/s of every design of ``po.DESIGNS`` (read at run time; "n/a" where a design rejects the
+   query with ValueError/TypeError) and of each peer of pyarrow_ops.peers (Polars, DuckDB, optionally
+   Spark) in its fastest formulation (every formulation is timed, the best is shown with its name; all are
+   listed after the table), then the best design's rate over the best peer's. Every design's table must equal the first design's exactly
+   (docs/semantics.md); every peer formulation's table must equal it too, floating-point columns within a
+   relative 1e-9 (peers add floats in another order).
+3. Emission latency (arrival of the tuple completing a window set to the hand-out of its rows), p50 and
+   p99, of each ``--latency-designs`` design (default: the first of ``--designs``) on k-OS, with the
+   inputs paced at half of the design's measured maximum k-OS throughput.
+Throughputs are medians of ``--repeat`` runs; the machine is shared, so compare within one run. Spark
+(local[2]) is started once; its start-up and a small warm-up query are reported and not counted.
 """
 
 from __future__ import annotations
 
 import argparse
 import time as clock
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -23,21 +33,45 @@ import pyarrow_ops as po
 from pyarrow_ops import _engine, peers
 from pyarrow_ops.datasets import smart_meter_readings, song_comments
 
-SIZE_MS, ADVANCE_MS = 30_000, 3_000
-QUERIES = {  # id: (dataset, key column, output name, function, column)
-    "k-OI": ("meters", "meter", "count", None),
-    "k-OS": ("meters", "meter", "first", "kwh"),
-    "K-OI": ("songs", "song", "count", None),
-    "K-OS": ("songs", "song", "first", "length"),
+
+class Query(NamedTuple):
+    dataset: str  # "meters" or "songs"
+    key: str
+    function: str
+    column: str | None
+    size_ms: int
+    advance_ms: int
+
+
+QUERIES = {
+    "k-OI": Query("meters", "meter", "count", None, 30_000, 3_000),
+    "K-OI": Query("songs", "song", "count", None, 30_000, 3_000),
+    "k-OS": Query("meters", "meter", "first", "kwh", 30_000, 3_000),
+    "K-OS": Query("songs", "song", "first", "length", 30_000, 3_000),
+    "w-OI": Query("meters", "meter", "mean", "kwh", 20_000, 2_000),  # each tuple in 10 windows
+    "W-OI": Query("meters", "meter", "mean", "kwh", 40_000, 2_000),  # each tuple in 20 windows
 }
+PEERS = {  # name: (function, formulations)
+    "polars": (peers.polars_aggregate, peers.FORMULATIONS),
+    "duckdb": (peers.duckdb_aggregate, peers.FORMULATIONS),
+    "spark": (peers.spark_aggregate, peers.SPARK_FORMULATIONS),
+}
+LATENCY_QUERY = "k-OS"
+RELATIVE_TOLERANCE = 1e-9
+_workloads: dict[tuple[str, int, int], list[pa.Table]] = {}
 
 
 def workload(kind: str, rows: int, inputs: int) -> list[pa.Table]:
-    if kind == "meters":
-        # 243 meters reporting every second through `inputs` concentrators: ~30 readings per meter
-        # and window, so the cost is in the tuples, not in writing output rows.
-        return smart_meter_readings(rows=rows, meters=243, concentrators=inputs, period_ms=1_000, seed=1)
-    return song_comments(rows=rows, servers=inputs, seed=1)
+    """The dataset's tables (generated once per run)."""
+    if (kind, rows, inputs) not in _workloads:
+        if kind == "meters":
+            # 243 meters reporting every second through `inputs` concentrators: ~30 readings per meter
+            # and window, so the cost is in the tuples, not in writing output rows.
+            tables = smart_meter_readings(rows=rows, meters=243, concentrators=inputs, period_ms=1_000, seed=1)
+        else:
+            tables = song_comments(rows=rows, servers=inputs, seed=1)
+        _workloads[(kind, rows, inputs)] = tables
+    return _workloads[(kind, rows, inputs)]
 
 
 def _median(values: list[float]) -> float:
@@ -53,6 +87,26 @@ def timed(fn, repeat: int) -> tuple[float, object]:
     return _median(times), out
 
 
+def same_table(out: pa.Table, reference: pa.Table, rtol: float = RELATIVE_TOLERANCE) -> bool:
+    """Equal, but floating-point columns within a relative tolerance (NaN equal to NaN, nulls in place)."""
+    if out.num_rows != reference.num_rows or set(out.column_names) != set(reference.column_names):
+        return False
+    out = out.select(reference.column_names).cast(reference.schema)
+    for name in reference.column_names:
+        got, want = out.column(name), reference.column(name)
+        if not pa.types.is_floating(want.type):
+            if not got.equals(want):
+                return False
+            continue
+        if not got.is_null().equals(want.is_null()):
+            return False
+        x = got.to_numpy(zero_copy_only=False).astype(np.float64)
+        y = want.to_numpy(zero_copy_only=False).astype(np.float64)
+        if not np.allclose(x, y, rtol=rtol, atol=0.0, equal_nan=True):
+            return False
+    return True
+
+
 def gate_table(rows: int, inputs: list[int], repeat: int) -> None:
     print(f"\nT-Gate vs scanning skip list, {rows:,} tuples, 2 producer threads (Mt/s)")
     print(f"{'inputs':>6} {'T-Gate':>8} {'scan':>8} {'ratio':>6}")
@@ -64,59 +118,151 @@ def gate_table(rows: int, inputs: list[int], repeat: int) -> None:
         print(f"{k:>6} {rates[False]:>8.2f} {rates[True]:>8.2f} {rates[False] / rates[True]:>6.2f}")
 
 
-def run_engine(tables, key, agg, design):
-    name, fn, col = agg
-    return po.aggregate(tables, time="time", key=key, window=po.sliding(SIZE_MS, ADVANCE_MS),
-                        aggs={name: getattr(po, fn)(col) if col else po.count()}, design=design).to_arrow()
+def _engine_aggs(q: Query) -> dict:
+    return {q.function: getattr(po, q.function)(q.column) if q.column else po.count()}
 
 
-def query_table(rows: int, inputs: list[int], repeat: int) -> dict:
-    print(f"\nMultiway aggregation, {rows:,} tuples, window {SIZE_MS} ms / {ADVANCE_MS} ms (Mt/s)")
-    header = f"{'query':>5} {'inputs':>6} {'mq':>7} {'mqlf':>7} {'tumlsc':>7} {'polars':>7} {'duckdb':>7} {'tumlsc/best':>11}"
+def run_engine(tables, q: Query, design: str, threads: int | None) -> pa.Table:
+    return po.aggregate(tables, time="time", key=q.key, window=po.sliding(q.size_ms, q.advance_ms),
+                        aggs=_engine_aggs(q), design=design, threads=threads).to_arrow()
+
+
+def run_peer(peer: str, tables, q: Query, formulation: str, spark=None) -> pa.Table:
+    fn = PEERS[peer][0]
+    extra = {"spark": spark} if peer == "spark" else {}
+    return fn(tables, time="time", key=[q.key], size=q.size_ms, advance=q.advance_ms, offset=0,
+              aggs={q.function: (q.function, q.column)}, formulation=formulation, **extra)
+
+
+def start_spark(rows: int):
+    """The shared local Spark session, started and warmed up (a small query per formulation): not timed."""
+    try:
+        import pyspark
+    except ImportError:
+        raise SystemExit("--peers spark needs PySpark: pip install 'pyarrow-ops[spark]' (and Java 17+)") from None
+    start = clock.perf_counter()
+    spark = peers.spark_session()
+    started = clock.perf_counter() - start
+    tables = workload("meters", min(rows, 50_000), 2)
+    for formulation in peers.SPARK_FORMULATIONS:
+        run_peer("spark", tables, QUERIES["k-OS"], formulation, spark)
+    print(f"\nSpark {pyspark.__version__} local[2]: session started in {started:.1f} s, "
+          f"warmed up in {clock.perf_counter() - start - started:.1f} s (neither counted)")
+    return spark
+
+
+def _cell(rate: float | None, width: int = 7) -> str:
+    return f"{'n/a':>{width}}" if rate is None else f"{rate:>{width}.2f}"
+
+
+def query_table(rows: int, inputs: list[int], repeat: int, *, designs: list[str], threads: list[int | None],
+                queries: list[str], peer_names: list[str], spark=None) -> dict:
+    """Prints the throughput table; returns {(query, inputs, threads): {design or peer: Mt/s or None}}."""
+    print(f"\nMultiway aggregation, {rows:,} tuples (Mt/s; peers: best formulation)")
+    header = f"{'query':>5} {'window':>7} {'inputs':>6} {'threads':>7} " + " ".join(f"{d:>7}" for d in designs)
+    header += "".join(f" {p:>15}" for p in peer_names) + f" {'best/peer':>9}"
     print(header)
-    results = {}
-    for qid, (kind, key, fn, col) in QUERIES.items():
+    results, formulations = {}, []
+    for qid in queries:
+        q = QUERIES[qid]
         for k in inputs:
-            tables = workload(kind, rows, k)
+            tables = workload(q.dataset, rows, k)
             n = sum(t.num_rows for t in tables)
-            agg = (fn, fn, col)
-            row = {}
-            reference = None
-            for design in po.DESIGNS:
-                secs, out = timed(lambda: run_engine(tables, key, agg, design), repeat)
-                row[design] = n / secs / 1e6
-                if reference is None:
-                    reference = out
-                elif not out.equals(reference):
-                    raise AssertionError(f"{qid}: design {design} differs from {po.DESIGNS[0]}")
-            for peer, fn_ in (("polars", peers.polars_aggregate), ("duckdb", peers.duckdb_aggregate)):
-                secs, out = timed(lambda: fn_(tables, time="time", key=[key], size=SIZE_MS, advance=ADVANCE_MS,
-                                              offset=0, aggs={fn: (fn, col)}), repeat)
-                row[peer] = n / secs / 1e6
-                if not out.select(reference.column_names).cast(reference.schema).equals(reference):
-                    raise AssertionError(f"{qid}: {peer} differs from the engine")
-            best = max(row["polars"], row["duckdb"])
-            results[(qid, k)] = row
-            print(f"{qid:>5} {k:>6} {row['mq']:>7.2f} {row['mqlf']:>7.2f} {row['tumlsc']:>7.2f} "
-                  f"{row['polars']:>7.2f} {row['duckdb']:>7.2f} {row['tumlsc'] / best:>11.2f}", flush=True)
+            reference, first_design = None, None
+            engine_rates: dict[int | None, dict[str, float | None]] = {}
+            for t in threads:
+                engine_rates[t] = {}
+                for design in designs:
+                    try:
+                        secs, out = timed(lambda: run_engine(tables, q, design, t), repeat)
+                    except (ValueError, TypeError):  # the design does not take this query
+                        engine_rates[t][design] = None
+                        continue
+                    engine_rates[t][design] = n / secs / 1e6
+                    if reference is None:
+                        reference, first_design = out, design
+                    elif not out.equals(reference):
+                        raise AssertionError(f"{qid}: design {design} (threads {t}) differs from {first_design}")
+            peer_rates: dict[str, tuple[float, str]] = {}
+            for peer in peer_names:
+                for formulation in PEERS[peer][1]:
+                    secs, out = timed(lambda: run_peer(peer, tables, q, formulation, spark), repeat)
+                    if reference is None:
+                        reference, first_design = out, f"{peer} {formulation}"
+                    elif not same_table(out, reference):
+                        raise AssertionError(f"{qid}: {peer} {formulation} differs from {first_design}")
+                    rate = n / secs / 1e6
+                    formulations.append((qid, k, peer, formulation, secs, rate))
+                    if peer not in peer_rates or rate > peer_rates[peer][0]:
+                        peer_rates[peer] = (rate, formulation)
+            best_peer = max((r for r, _ in peer_rates.values()), default=None)
+            window = f"{q.size_ms // 1000}s/{q.advance_ms // 1000}s"
+            for t in threads:
+                row = dict(engine_rates[t])
+                row.update({p: r for p, (r, _) in peer_rates.items()})
+                results[(qid, k, t)] = row
+                best_design = max((r for r in engine_rates[t].values() if r is not None), default=None)
+                ratio = f"{best_design / best_peer:>9.2f}" if best_design and best_peer else f"{'-':>9}"
+                line = f"{qid:>5} {window:>7} {k:>6} {t or 'auto':>7} "
+                line += " ".join(_cell(engine_rates[t][d]) for d in designs)
+                line += "".join(f" {_cell(peer_rates[p][0])} {peer_rates[p][1]:<7}" for p in peer_names)
+                print(line + f" {ratio}", flush=True)
+    if formulations:
+        print("\nPeer formulations (every one checked against the engine's table)")
+        print(f"{'query':>5} {'inputs':>6} {'peer':>7} {'formulation':>11} {'seconds':>8} {'Mt/s':>7}")
+        for qid, k, peer, formulation, secs, rate in formulations:
+            print(f"{qid:>5} {k:>6} {peer:>7} {formulation:>11} {secs:>8.3f} {rate:>7.2f}")
     return results
 
 
-def latency_table(rows: int, inputs: list[int], results: dict) -> None:
-    print("\nTuMLSC emission latency at half its maximum throughput (k-OS)")
-    print(f"{'inputs':>6} {'rate Mt/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'window sets':>11}")
-    for k in inputs:
-        tables = workload("meters", rows, k)
-        rate = results[("k-OS", k)]["tumlsc"] * 1e6 / 2
-        # Small batches, paced: tuples arrive spread over time as from a live source.
-        streams = [po.io.as_stream(pa.RecordBatchReader.from_batches(t.schema, t.to_batches(max_chunksize=64)), i)
-                   for i, t in enumerate(tables)]
-        native, handle = _engine.aggregate(streams, None, k, "time", ["meter"], SIZE_MS, ADVANCE_MS, 0,
-                                           [("first", "first", "kwh")], "tumlsc", 0, 65536, True, rate)
-        for _ in po.Result(native):
-            pass
-        lat = np.array(handle.stats()["latencies_ns"]) / 1e6
-        print(f"{k:>6} {rate / 1e6:>9.2f} {np.percentile(lat, 50):>7.3f} {np.percentile(lat, 99):>7.3f} {lat.size:>11}")
+def _native_aggregate(streams, k: int, q: Query, design: str, threads: int | None, rate: float):
+    """_engine.aggregate with per-window-set latencies recorded (what po.aggregate does not ask for)."""
+    head = [streams, None, k, "time", [q.key], q.size_ms, q.advance_ms, 0,
+            [(q.function, q.function, q.column or "")], design, threads or 0]
+    tail = [65536, True, rate]
+    try:
+        return _engine.aggregate(*head, *tail)
+    except TypeError:  # an engine whose aggregate also takes update_threads (after threads)
+        return _engine.aggregate(*head, 0, *tail)
+
+
+def latency_table(rows: int, inputs: list[int], designs: list[str], threads: int | None, results: dict) -> None:
+    q = QUERIES[LATENCY_QUERY]
+    print(f"\nEmission latency at half the design's maximum throughput ({LATENCY_QUERY}, threads {threads or 'auto'})")
+    print(f"{'design':>7} {'inputs':>6} {'rate Mt/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'window sets':>11}")
+    for design in designs:
+        for k in inputs:
+            tables = workload(q.dataset, rows, k)
+            measured = results.get((LATENCY_QUERY, k, threads), {})
+            if design in measured:
+                top = measured[design]
+            else:  # the query or the design was not in the throughput table: measure it
+                try:
+                    secs, _ = timed(lambda: run_engine(tables, q, design, threads), 1)
+                    top = sum(t.num_rows for t in tables) / secs / 1e6
+                except (ValueError, TypeError):
+                    top = None
+            if top is None:
+                print(f"{design:>7} {k:>6} {'n/a':>9}")
+                continue
+            rate = top * 1e6 / 2
+            # Small batches, paced: tuples arrive spread over time as from a live source.
+            streams = [po.io.as_stream(pa.RecordBatchReader.from_batches(t.schema, t.to_batches(max_chunksize=64)), i)
+                       for i, t in enumerate(tables)]
+            native, handle = _native_aggregate(streams, k, q, design, threads, rate)
+            for _ in po.Result(native):
+                pass
+            lat = np.array(handle.stats()["latencies_ns"]) / 1e6
+            print(f"{design:>7} {k:>6} {rate / 1e6:>9.2f} {np.percentile(lat, 50):>7.3f} "
+                  f"{np.percentile(lat, 99):>7.3f} {lat.size:>11}", flush=True)
+
+
+def _names(text: str, allowed, what: str, parser: argparse.ArgumentParser) -> list[str]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    unknown = [x for x in names if x not in allowed]
+    if unknown:
+        parser.error(f"unknown {what} {', '.join(unknown)}; choose from {', '.join(allowed)}")
+    return names
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -124,11 +270,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--inputs", default="1,4,20")
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--threads", default="auto",
+                        help="comma-separated aggregate(threads=...) values; auto: the engine's default")
+    parser.add_argument("--designs", default=None, help="comma-separated designs (default: all of po.DESIGNS)")
+    parser.add_argument("--queries", default=",".join(QUERIES), help=f"comma-separated, of {', '.join(QUERIES)}")
+    parser.add_argument("--peers", default="polars,duckdb", help=f"comma-separated, of {', '.join(PEERS)}")
+    parser.add_argument("--latency-designs", default=None,
+                        help="designs of the latency table (default: the first of --designs; '' for none)")
     args = parser.parse_args(argv)
     inputs = [int(x) for x in args.inputs.split(",")]
+    threads = [None if x.strip() == "auto" else int(x) for x in args.threads.split(",")]
+    designs = _names(args.designs, po.DESIGNS, "design", parser) if args.designs else list(po.DESIGNS)
+    queries = _names(args.queries, QUERIES, "query", parser)
+    peer_names = _names(args.peers, PEERS, "peer", parser)
+    latency = designs[:1] if args.latency_designs is None else _names(args.latency_designs, po.DESIGNS, "design",
+                                                                      parser)
+    spark = start_spark(args.rows) if "spark" in peer_names else None
     gate_table(args.rows, inputs, args.repeat)
-    results = query_table(args.rows, inputs, args.repeat)
-    latency_table(args.rows, inputs, results)
+    results = query_table(args.rows, inputs, args.repeat, designs=designs, threads=threads, queries=queries,
+                          peer_names=peer_names, spark=spark)
+    if latency:
+        latency_table(args.rows, inputs, latency, threads[0], results)
 
 
 if __name__ == "__main__":
