@@ -226,14 +226,15 @@ def _native_aggregate(streams, k: int, q: Query, design: str, threads: int | Non
         return _engine.aggregate(*head, 0, *tail)
 
 
-def latency_table(rows: int, inputs: list[int], designs: list[str], threads: int | None, results: dict) -> None:
-    q = QUERIES[LATENCY_QUERY]
-    print(f"\nEmission latency at half the design's maximum throughput ({LATENCY_QUERY}, threads {threads or 'auto'})")
+def latency_table(rows: int, inputs: list[int], designs: list[str], threads: int | None, results: dict,
+                  query: str = LATENCY_QUERY) -> None:
+    q = QUERIES[query]
+    print(f"\nEmission latency at half the design's maximum throughput ({query}, threads {threads or 'auto'})")
     print(f"{'design':>7} {'inputs':>6} {'rate Mt/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'window sets':>11}")
     for design in designs:
         for k in inputs:
             tables = workload(q.dataset, rows, k)
-            measured = results.get((LATENCY_QUERY, k, threads), {})
+            measured = results.get((query, k, threads), {})
             if design in measured:
                 top = measured[design]
             else:  # the query or the design was not in the throughput table: measure it
@@ -275,6 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--designs", default=None, help="comma-separated designs (default: all of po.DESIGNS)")
     parser.add_argument("--queries", default=",".join(QUERIES), help=f"comma-separated, of {', '.join(QUERIES)}")
     parser.add_argument("--peers", default="polars,duckdb", help=f"comma-separated, of {', '.join(PEERS)}")
+    parser.add_argument("--latency-query", default=LATENCY_QUERY, help="the query of the latency table")
     parser.add_argument("--latency-designs", default=None,
                         help="designs of the latency table (default: the first of --designs; '' for none)")
     args = parser.parse_args(argv)
@@ -290,7 +292,7 @@ def main(argv: list[str] | None = None) -> None:
     results = query_table(args.rows, inputs, args.repeat, designs=designs, threads=threads, queries=queries,
                           peer_names=peer_names, spark=spark)
     if latency:
-        latency_table(args.rows, inputs, latency, threads[0], results)
+        latency_table(args.rows, inputs, latency, threads[0], results, args.latency_query)
 
 
 if __name__ == "__main__":
