@@ -151,6 +151,8 @@ class QueueFeed final : public Feed {
     Input& in = inputs_[input];
     const int64_t n = b.num_rows();
     if (n == 0) return true;
+    // Cancelled: take nothing more (as the T-Gate does), even where the queue has room.
+    if (cancelled_.load(std::memory_order_acquire)) return false;
     if (!wait && in.queue->free_space() < static_cast<size_t>(n)) return false;  // never stop mid-batch
     const int64_t arrival = now_ns();
     auto* held = new Batch(b);
@@ -330,9 +332,21 @@ MultiwayAggregate::MultiwayAggregate(std::shared_ptr<const Schema> input_schema,
   }
 }
 
-MultiwayAggregate::~MultiwayAggregate() {
+MultiwayAggregate::~MultiwayAggregate() { stop(std::nullopt); }
+
+bool MultiwayAggregate::stop(std::optional<std::chrono::milliseconds> timeout) {
   cancel();
-  for (std::thread& t : threads_) t.join();
+  std::unique_lock lock(threads_mutex_);
+  auto none_running = [&] { return running_ == 0; };
+  if (timeout) {
+    if (!threads_done_.wait_for(lock, *timeout, none_running)) return false;
+  } else {
+    threads_done_.wait(lock, none_running);
+  }
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();  // each has returned from produce(): at most a thread exit left
+  }
+  return true;
 }
 
 const std::shared_ptr<const Schema>& MultiwayAggregate::schema() const noexcept { return agg_.output_schema(); }
@@ -403,7 +417,16 @@ void MultiwayAggregate::start(std::vector<std::unique_ptr<BatchSource>> inputs) 
       mine.push_back(static_cast<uint32_t>(i));
       srcs.push_back(&sources_[i]);
     }
-    threads_.emplace_back([this, p, mine, srcs] { produce(p, mine, srcs); });
+    {
+      std::lock_guard lock(threads_mutex_);
+      ++running_;
+    }
+    threads_.emplace_back([this, p, mine, srcs] {
+      produce(p, mine, srcs);
+      std::lock_guard lock(threads_mutex_);  // notify under the lock: stop() may destroy us next
+      --running_;
+      threads_done_.notify_all();
+    });
   }
 }
 
@@ -431,7 +454,10 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
           feed_->close(mine[m]);
           return;
         }
-        if (b->num_rows() == 0) continue;
+        if (b->num_rows() == 0) {
+          if (stopping_.load(std::memory_order_acquire)) return;  // the loop below returns
+          continue;
+        }
         const int64_t* t = times_[mine[m]]->read(*b);
         p.batch = std::move(*b);
         if (input_schema_->fields[time_index_].type.byte_width() == 8) {  // t points into the batch
@@ -455,6 +481,10 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
     std::vector<int64_t> done(mine.size(), 0);  // rows of the pending batch already pushed
     std::vector<size_t> order(mine.size());
     for (;;) {
+      // Stopped (cancel, a failure, an interrupt of the output thread): return before pulling
+      // more. Without this check a queue design went on pulling its inputs until the queues
+      // filled, which with a slow input (a Python generator) could take minutes.
+      if (stopping_.load(std::memory_order_acquire)) return;
       order.clear();
       for (size_t m = 0; m < mine.size(); ++m) {
         if (!pending[m].ended) order.push_back(m);
@@ -499,6 +529,23 @@ std::optional<Batch> MultiwayAggregate::next() {
   rethrow_failure();
   const bool flush = options_.flush_each_window;
   auto last_check = std::chrono::steady_clock::now();
+  // Ctrl-C: check_interrupt is polled about every 50 ms, while waiting and also while busy (a
+  // run whose windows rarely complete may not return from next() for a long time). What it
+  // throws fails the run like a producer error does: the producers stop now, rather than when
+  // the result is dropped (until then they went on pulling their inputs), and a later next()
+  // throws it again instead of finishing the open windows as if every input had ended.
+  auto poll_interrupt = [&] {
+    if (!options_.check_interrupt) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_check < std::chrono::milliseconds(50)) return;
+    last_check = now;
+    try {
+      options_.check_interrupt();
+    } catch (...) {
+      fail(std::current_exception());
+      throw;
+    }
+  };
   for (;;) {
     if (agg_.has_output(flush || ended_)) {
       std::optional<Batch> b = agg_.take(flush || ended_);
@@ -519,17 +566,14 @@ std::optional<Batch> MultiwayAggregate::next() {
         ++stats_.tuples;
         agg_.add(*r.tuple.batch, r.tuple.row, r.tuple.time);
         arrival = r.tuple.arrival_ns;
+        if ((stats_.tuples & 4095) == 0) poll_interrupt();
         break;
       case State::kNotReady:
         agg_.advance(r.watermark);
         arrival = now_ns();
         if (!agg_.has_output(flush)) {
           rethrow_failure();
-          if (options_.check_interrupt &&
-              std::chrono::steady_clock::now() - last_check > std::chrono::milliseconds(50)) {
-            last_check = std::chrono::steady_clock::now();
-            options_.check_interrupt();
-          }
+          poll_interrupt();
           feed_->wait_for_progress(seen);
         }
         break;

@@ -9,11 +9,14 @@
 // The output thread is the caller of next() on the result. Producers are either the engine's own
 // threads pulling the inputs (make_multiway_aggregate) or the user's threads (MultiwayPush).
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -37,7 +40,9 @@ struct MultiwayOptions {
   // Pulled inputs only: total tuples per second the producers pace themselves to (0 = as fast
   // as possible). For latency measurements at a given load.
   double rate = 0;
-  // Called about every 50 ms while the output thread waits; may throw to stop the run.
+  // Called about every 50 ms while the output thread is in next(), waiting or busy; may throw
+  // to stop the run. What it throws fails the run: producers stop, and next() throws it, on
+  // this call and on any later one.
   std::function<void()> check_interrupt;
 };
 
@@ -67,6 +72,10 @@ class MultiwayAggregate : public BatchSource {
   void close(uint32_t input);
   // Stops the run: producers and the output thread return, queued data is released.
   void cancel();
+  // cancel(), then waits for the producer threads to return (at most `timeout`, if given) and
+  // joins them. Returns false if some were still running at the timeout (one stuck pulling its
+  // input). For a clean interpreter exit; the destructor calls it without a timeout. Any thread.
+  bool stop(std::optional<std::chrono::milliseconds> timeout);
 
   // Pulled inputs: starts the producer threads.
   void start(std::vector<std::unique_ptr<BatchSource>> inputs);
@@ -90,6 +99,9 @@ class MultiwayAggregate : public BatchSource {
 
   std::vector<std::unique_ptr<BatchSource>> sources_;
   std::vector<std::thread> threads_;
+  std::mutex threads_mutex_;  // running_ and joining threads_
+  std::condition_variable threads_done_;
+  size_t running_ = 0;  // producer threads not yet returned from produce()
   std::mutex failure_mutex_;
   std::exception_ptr failure_;
   std::atomic<bool> failed_{false};
