@@ -37,6 +37,8 @@ class Feed {
   virtual ReadResult next() = 0;
   virtual uint64_t progress() const = 0;
   virtual void wait_for_progress(uint64_t seen) = 0;
+  // T-Gate only: the most arenas alive at once (MultiwayAggregate::peak_live_arenas).
+  virtual std::optional<size_t> peak_live_arenas() const { return std::nullopt; }
 };
 
 namespace {
@@ -54,6 +56,7 @@ class GateFeed final : public Feed {
   ReadResult next() override { return gate_.next_ready_tuple(0); }
   uint64_t progress() const override { return gate_.progress(); }
   void wait_for_progress(uint64_t seen) override { gate_.wait_for_progress(seen); }
+  std::optional<size_t> peak_live_arenas() const override { return gate_.peak_live_arenas(); }
 
  private:
   gate::TGate gate_;
@@ -350,6 +353,8 @@ bool MultiwayAggregate::stop(std::optional<std::chrono::milliseconds> timeout) {
 }
 
 const std::shared_ptr<const Schema>& MultiwayAggregate::schema() const noexcept { return agg_.output_schema(); }
+
+std::optional<size_t> MultiwayAggregate::peak_live_arenas() const { return feed_->peak_live_arenas(); }
 
 void MultiwayAggregate::cancel() {
   stopping_.store(true, std::memory_order_release);

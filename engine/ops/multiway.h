@@ -81,6 +81,9 @@ class MultiwayAggregate : public BatchSource {
   void start(std::vector<std::unique_ptr<BatchSource>> inputs);
 
   const MultiwayStats& stats() const noexcept { return stats_; }
+  // kTuMLSC: the most T-Gate arenas (at most 4096 rows each) alive at once so far, which bounds
+  // the memory the gate held; nullopt for the queue designs. Any thread.
+  std::optional<size_t> peak_live_arenas() const;
   const std::shared_ptr<const Schema>& input_schema() const noexcept { return input_schema_; }
 
  private:

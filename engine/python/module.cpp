@@ -312,6 +312,7 @@ NB_MODULE(_engine, m) {
         d["tuples"] = s.tuples;
         d["window_sets"] = s.window_sets;
         d["latencies_ns"] = s.latencies_ns;
+        d["peak_live_arenas"] = a.op->peak_live_arenas();  // None for the queue designs
         return d;
       });
 
