@@ -141,6 +141,7 @@ class QueueFeed final : public Feed {
     for (size_t i = 0; i < inputs; ++i) inputs_[i].queue = std::make_unique<Queue>(kCapacity);
   }
   ~QueueFeed() override {
+    if (have_current_) release_current();  // a run that ended by cancel or interrupt
     Item item;
     for (Input& in : inputs_) {
       while (in.queue->front(item)) {
@@ -163,8 +164,15 @@ class QueueFeed final : public Feed {
       const Item item{held, r, t[r], arrival, r == n - 1};
       while (!in.queue->try_push(item)) {
         if (cancelled_.load(std::memory_order_acquire) || (r == 0 && !wait)) {
-          if (r == 0) delete held;
-          return false;  // a partial batch only on cancel, after which nothing is read
+          if (r == 0) {
+            delete held;
+          } else {
+            // A partial batch, only on cancel: its queued rows point to `held`, but its last
+            // row, whose reading would free it, never comes. The feed frees it at the end.
+            std::lock_guard lock(mutex_);
+            partial_.emplace_back(held);
+          }
+          return false;
         }
         std::this_thread::yield();
       }
@@ -200,11 +208,11 @@ class QueueFeed final : public Feed {
   // queues later sorts after that bound.
   ReadResult next() override {
     ReadResult out;
+    if (have_current_) release_current();  // before the cancel check: it may be a batch's last tuple
     if (cancelled_.load(std::memory_order_acquire)) {
       out.state = State::kEnd;
       return out;
     }
-    if (have_current_) release_current();
     int best = -1;
     Item best_item{};
     bool all_closed = true;
@@ -292,6 +300,7 @@ class QueueFeed final : public Feed {
   }
 
   std::vector<Input> inputs_;
+  std::vector<std::unique_ptr<const Batch>> partial_;  // batches cut short by cancel (under mutex_)
   std::vector<BoundEntry> bounds_;
   Item current_{};
   bool have_current_ = false;
