@@ -469,7 +469,12 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
           return;
         }
         if (b->num_rows() == 0) {
-          if (stopping_.load(std::memory_order_acquire)) return;  // the loop below returns
+          // Stopped: pull no more (an input may send empty batches without end). Nothing is
+          // read any more, so the input is not closed; ended only skips its heartbeat.
+          if (stopping_.load(std::memory_order_acquire)) {
+            p.ended = true;
+            return;
+          }
           continue;
         }
         const int64_t* t = times_[mine[m]]->read(*b);
