@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
+import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -60,16 +62,31 @@ def _check(design: str, threads: int | None, batch_size: int, window: Window,
         raise TypeError(f"window must be po.sliding(...) or po.tumbling(...), got {window!r}")
 
 
+# Runs not yet garbage collected. At interpreter exit their engine threads are stopped and joined
+# while Python still runs normally: one busy pulling a Python input (a generator) needs the GIL
+# to finish, and once finalization has begun a thread that asks for the GIL is torn down midway.
+_RUNS: weakref.WeakSet[AggregateResult] = weakref.WeakSet()
+EXIT_STOP_TIMEOUT_S = 10.0
+
+
+@atexit.register
+def _stop_runs_at_exit() -> None:
+    for run in list(_RUNS):
+        run._handle.stop(EXIT_STOP_TIMEOUT_S)
+
+
 class AggregateResult(Result):
     """A :class:`Result` of window rows, with the run's statistics."""
 
     def __init__(self, native: _engine.Stream, handle: _engine.Aggregation) -> None:
         super().__init__(native)
         self._handle = handle
+        _RUNS.add(self)
 
     def stats(self) -> dict[str, Any]:
-        """Tuples read, window sets emitted, the design used, and (streaming) per-window-set
-        latencies in ns."""
+        """Tuples read, window sets emitted, the design used, (streaming) per-window-set latencies
+        in ns, and ``peak_live_arenas``: the most T-Gate arenas (at most 4096 rows each) alive at
+        once (None for designs without a T-Gate)."""
         return self._handle.stats()
 
 

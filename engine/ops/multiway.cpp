@@ -73,6 +73,8 @@ class Feed : public Intake {
   virtual ReadResult next(size_t reader) = 0;
   virtual uint64_t progress() const = 0;
   virtual void wait_for_progress(uint64_t seen) = 0;
+  // T-Gate only: the most arenas alive at once (MultiwayAggregate::peak_live_arenas).
+  virtual std::optional<size_t> peak_live_arenas() const { return std::nullopt; }
 };
 
 namespace {
@@ -90,6 +92,7 @@ class GateFeed final : public Feed {
   ReadResult next(size_t reader) override { return gate_.next_ready_tuple(reader); }
   uint64_t progress() const override { return gate_.progress(); }
   void wait_for_progress(uint64_t seen) override { gate_.wait_for_progress(seen); }
+  std::optional<size_t> peak_live_arenas() const override { return gate_.peak_live_arenas(); }
 
  private:
   gate::TGate gate_;
@@ -174,6 +177,7 @@ class QueueFeed final : public Feed {
     for (size_t i = 0; i < inputs; ++i) inputs_[i].queue = std::make_unique<Queue>(kCapacity);
   }
   ~QueueFeed() override {
+    if (have_current_) release_current();  // a run that ended by cancel or interrupt
     Item item;
     for (Input& in : inputs_) {
       while (in.queue->front(item)) {
@@ -187,6 +191,8 @@ class QueueFeed final : public Feed {
     Input& in = inputs_[input];
     const int64_t n = b.num_rows();
     if (n == 0) return 0;
+    // Cancelled: take nothing more (as the T-Gate does), even where the queue has room.
+    if (cancelled_.load(std::memory_order_acquire)) return 0;
     if (!wait && in.queue->free_space() < static_cast<size_t>(n)) return 0;  // never stop mid-batch
     const int64_t arrival = now_ns();
     auto* held = new Batch(b);
@@ -194,8 +200,15 @@ class QueueFeed final : public Feed {
       const Item item{held, r, t[r], arrival, r == n - 1};
       while (!in.queue->try_push(item)) {
         if (cancelled_.load(std::memory_order_acquire) || (r == 0 && !wait)) {
-          if (r == 0) delete held;
-          return 0;  // a partial batch only on cancel, after which nothing is read
+          if (r == 0) {
+            delete held;
+          } else {
+            // A partial batch, only on cancel: its queued rows point to `held`, but its last
+            // row, whose reading would free it, never comes. The feed frees it at the end.
+            std::lock_guard lock(partial_mutex_);
+            partial_.emplace_back(held);
+          }
+          return 0;
         }
         std::this_thread::yield();
       }
@@ -231,11 +244,11 @@ class QueueFeed final : public Feed {
   // queues later sorts after that bound.
   ReadResult next(size_t) override {
     ReadResult out;
+    if (have_current_) release_current();  // before the cancel check: it may be a batch's last tuple
     if (cancelled_.load(std::memory_order_acquire)) {
       out.state = State::kEnd;
       return out;
     }
-    if (have_current_) release_current();
     int best = -1;
     Item best_item{};
     bool all_closed = true;
@@ -307,6 +320,8 @@ class QueueFeed final : public Feed {
     have_current_ = false;
   }
   std::vector<Input> inputs_;
+  std::mutex partial_mutex_;
+  std::vector<std::unique_ptr<const Batch>> partial_;  // batches cut short by cancel (under partial_mutex_)
   std::vector<BoundEntry> bounds_;
   Item current_{};
   bool have_current_ = false;
@@ -378,11 +393,14 @@ const char* design_name(Design d) noexcept {
   return "?";
 }
 
-Design choose_design(const Schema& input, const window::AggregateQuery& query, size_t inputs, size_t threads) {
+Design choose_design(const Schema& input, const window::AggregateQuery& query, size_t inputs, size_t threads,
+                     bool pushed) {
   const window::WindowOutput probe(input, query, 1);
   if (query.window.slices_per_window() > window::WHive::kMaxSlicesPerWindow) return Design::kTuMLSC;
   if (threads == 0) threads = std::max<size_t>(1, std::min<size_t>(inputs, std::thread::hardware_concurrency()));
-  if (probe.order_insensitive() && std::min(threads, inputs) >= 2) return Design::kWiML;
+  // Not for the push form: WiML applies a push at once, so a push can wait for the consumer
+  // from the start, where the T-Gate buffers up to its back-pressure bound first.
+  if (!pushed && probe.order_insensitive() && std::min(threads, inputs) >= 2) return Design::kWiML;
   return Design::kSliced;
 }
 
@@ -454,16 +472,30 @@ MultiwayAggregate::MultiwayAggregate(std::shared_ptr<const Schema> input_schema,
                                                         time_index_, type));
   }
   if (options_.design == Design::kTuMLMC) {
-    for (size_t u = 0; u < options_.update_threads; ++u) threads_.emplace_back([this, u] { update_loop(u); });
+    for (size_t u = 0; u < options_.update_threads; ++u) spawn([this, u] { update_loop(u); });
   }
 }
 
-MultiwayAggregate::~MultiwayAggregate() {
+MultiwayAggregate::~MultiwayAggregate() { stop(std::nullopt); }
+
+bool MultiwayAggregate::stop(std::optional<std::chrono::milliseconds> timeout) {
   cancel();
-  for (std::thread& t : threads_) t.join();
+  std::unique_lock lock(threads_mutex_);
+  auto none_running = [&] { return running_ == 0; };
+  if (timeout) {
+    if (!threads_done_.wait_for(lock, *timeout, none_running)) return false;
+  } else {
+    threads_done_.wait(lock, none_running);
+  }
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();  // each has returned from produce(): at most a thread exit left
+  }
+  return true;
 }
 
 const std::shared_ptr<const Schema>& MultiwayAggregate::schema() const noexcept { return out_->output_schema(); }
+
+std::optional<size_t> MultiwayAggregate::peak_live_arenas() const { return feed_->peak_live_arenas(); }
 
 void MultiwayAggregate::cancel() {
   stopping_.store(true, std::memory_order_release);
@@ -531,8 +563,22 @@ void MultiwayAggregate::start(std::vector<std::unique_ptr<BatchSource>> inputs) 
       mine.push_back(static_cast<uint32_t>(i));
       srcs.push_back(&sources_[i]);
     }
-    threads_.emplace_back([this, p, mine, srcs] { produce(p, mine, srcs); });
+    spawn([this, p, mine, srcs] { produce(p, mine, srcs); });
   }
+}
+
+// An engine thread, counted in running_ so that stop() can wait for all of them with a timeout.
+void MultiwayAggregate::spawn(std::function<void()> body) {
+  {
+    std::lock_guard lock(threads_mutex_);
+    ++running_;
+  }
+  threads_.emplace_back([this, body = std::move(body)] {
+    body();
+    std::lock_guard lock(threads_mutex_);  // notify under the lock: stop() may destroy us next
+    --running_;
+    threads_done_.notify_all();
+  });
 }
 
 // One producer thread: feeds its inputs in time order (the input whose next batch starts
@@ -559,7 +605,15 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
           in_->close(mine[m]);
           return;
         }
-        if (b->num_rows() == 0) continue;
+        if (b->num_rows() == 0) {
+          // Stopped: pull no more (an input may send empty batches without end). Nothing is
+          // read any more, so the input is not closed; ended only skips its heartbeat.
+          if (stopping_.load(std::memory_order_acquire)) {
+            p.ended = true;
+            return;
+          }
+          continue;
+        }
         const int64_t* t = times_[mine[m]]->read(*b);
         p.batch = std::move(*b);
         if (input_schema_->fields[time_index_].type.byte_width() == 8) {  // t points into the batch
@@ -583,6 +637,10 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
     std::vector<int64_t> done(mine.size(), 0);  // rows of the pending batch already pushed
     std::vector<size_t> order(mine.size());
     for (;;) {
+      // Stopped (cancel, a failure, an interrupt of the output thread): return before pulling
+      // more. Without this check a queue design went on pulling its inputs until the queues
+      // filled, which with a slow input (a Python generator) could take minutes.
+      if (stopping_.load(std::memory_order_acquire)) return;
       order.clear();
       for (size_t m = 0; m < mine.size(); ++m) {
         if (!pending[m].ended) order.push_back(m);
@@ -625,7 +683,7 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
 }
 
 // TuMLMC update thread u: reads every ready tuple from its own T-Gate reader in the merged order
-// and applies those of its keys. Its progress is the time of the tuple it is about to apply (all
+// and applies those of its keys (`applied` counts the tuples read). Its progress is the time of the tuple it is about to apply (all
 // earlier ones are applied: it reads in time order), published with a release store after the
 // previous tuple's updates; the output thread is woken when that crosses into a new slice.
 void MultiwayAggregate::update_loop(size_t u) {
@@ -682,12 +740,22 @@ std::optional<Batch> MultiwayAggregate::hand_out(bool flush) {
   return b;
 }
 
+// Ctrl-C: check_interrupt is polled about every 50 ms, while waiting and also while busy (a run
+// whose windows rarely complete may not return from next() for a long time). What it throws
+// fails the run like a producer error does: the producers stop now, rather than when the result
+// is dropped, and a later next() throws it again instead of finishing the open windows as if
+// every input had ended.
 void MultiwayAggregate::maybe_check_interrupt(std::chrono::steady_clock::time_point& last) {
   if (!options_.check_interrupt) return;
   const auto now = std::chrono::steady_clock::now();
   if (now - last < std::chrono::milliseconds(50)) return;
   last = now;
-  options_.check_interrupt();
+  try {
+    options_.check_interrupt();
+  } catch (...) {
+    fail(std::current_exception());
+    throw;
+  }
 }
 
 std::optional<Batch> MultiwayAggregate::next() {
@@ -724,6 +792,7 @@ std::optional<Batch> MultiwayAggregate::next_merged() {
           hive_->update(0, *r.tuple.batch, r.tuple.row, r.tuple.time);
         }
         arrival = r.tuple.arrival_ns;
+        if ((stats_.tuples & 4095) == 0) maybe_check_interrupt(last_check);
         break;
       case State::kNotReady:
         advance(r.watermark);
@@ -774,8 +843,10 @@ std::optional<Batch> MultiwayAggregate::next_hive() {
     if (flush) pending_arrivals_.insert(pending_arrivals_.end(), static_cast<size_t>(done), arrival);
     if (watermark == INT64_MAX) {
       ended_ = true;
+      // WiML: each input's applied tuples; TuMLMC: every update thread reads every tuple.
       stats_.tuples = 0;
-      for (size_t s = 0; s < progress_count_; ++s) stats_.tuples += progress_[s].tuples.load(std::memory_order_relaxed);
+      const size_t counted = options_.design == Design::kTuMLMC ? 1 : progress_count_;
+      for (size_t s = 0; s < counted; ++s) stats_.tuples += progress_[s].tuples.load(std::memory_order_relaxed);
       continue;
     }
     if (!out_->has_output(flush)) {

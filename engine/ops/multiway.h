@@ -16,11 +16,13 @@
 // threads pulling the inputs (make_multiway_aggregate) or the user's threads (MultiwayPush).
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -36,7 +38,9 @@ const char* design_name(Design d) noexcept;
 
 // design="auto": the design expected fastest for the query on this machine (docs/aggregate.md
 // gives the rule and the measurements behind it).
-Design choose_design(const Schema& input, const window::AggregateQuery& query, size_t inputs, size_t threads);
+// `pushed`: the push form (user threads produce).
+Design choose_design(const Schema& input, const window::AggregateQuery& query, size_t inputs, size_t threads,
+                     bool pushed);
 
 struct MultiwayOptions {
   window::AggregateQuery query;
@@ -52,7 +56,9 @@ struct MultiwayOptions {
   // Pulled inputs only: total tuples per second the producers pace themselves to (0 = as fast
   // as possible). For latency measurements at a given load.
   double rate = 0;
-  // Called about every 50 ms while the output thread waits; may throw to stop the run.
+  // Called about every 50 ms while the output thread is in next(), waiting or busy; may throw
+  // to stop the run. What it throws fails the run: producers stop, and next() throws it, on
+  // this call and on any later one.
   std::function<void()> check_interrupt;
 };
 
@@ -84,6 +90,10 @@ class MultiwayAggregate : public BatchSource {
   void close(uint32_t input);
   // Stops the run: producers and the output thread return, queued data is released.
   void cancel();
+  // cancel(), then waits for the producer threads to return (at most `timeout`, if given) and
+  // joins them. Returns false if some were still running at the timeout (one stuck pulling its
+  // input). For a clean interpreter exit; the destructor calls it without a timeout. Any thread.
+  bool stop(std::optional<std::chrono::milliseconds> timeout);
 
   // Pulled inputs: starts the producer threads.
   void start(std::vector<std::unique_ptr<BatchSource>> inputs);
@@ -98,11 +108,15 @@ class MultiwayAggregate : public BatchSource {
     std::atomic<int64_t> tuples{0};  // applied by this source
   };
 
+  // kTuMLSC: the most T-Gate arenas (at most 4096 rows each) alive at once so far, which bounds
+  // the memory the gate held; nullopt for the queue designs. Any thread.
+  std::optional<size_t> peak_live_arenas() const;
   const std::shared_ptr<const Schema>& input_schema() const noexcept { return input_schema_; }
 
  private:
   void produce(size_t slot, std::vector<uint32_t> mine, std::vector<std::unique_ptr<BatchSource>*> sources);
   void update_loop(size_t u);  // kTuMLMC
+  void spawn(std::function<void()> body);
   std::optional<Batch> next_merged();
   std::optional<Batch> next_hive();
   std::optional<Batch> hand_out(bool flush);
@@ -128,6 +142,9 @@ class MultiwayAggregate : public BatchSource {
 
   std::vector<std::unique_ptr<BatchSource>> sources_;
   std::vector<std::thread> threads_;
+  std::mutex threads_mutex_;  // running_ and joining threads_
+  std::condition_variable threads_done_;
+  size_t running_ = 0;  // producer threads not yet returned from produce()
   std::mutex failure_mutex_;
   std::exception_ptr failure_;
   std::atomic<bool> failed_{false};

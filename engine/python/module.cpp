@@ -131,6 +131,22 @@ struct AggregateSource final : BatchSource {
   std::optional<Batch> next() override { return op->next(); }
 };
 
+// The operator, shared by the result and the handle, is destroyed without the GIL: its
+// destructor cancels and joins the producer threads, and a producer may be waiting for the GIL
+// to pull a Python input (py_iter_source.h); joining it while holding the GIL would deadlock.
+std::shared_ptr<ops::MultiwayAggregate> make_aggregate(std::shared_ptr<const Schema> schema, size_t inputs,
+                                                       ops::MultiwayOptions options) {
+  return std::shared_ptr<ops::MultiwayAggregate>(
+      new ops::MultiwayAggregate(std::move(schema), inputs, std::move(options)), [](ops::MultiwayAggregate* p) {
+        if (Py_IsInitialized() && PyGILState_Check()) {
+          nb::gil_scoped_release nogil;
+          delete p;
+        } else {
+          delete p;
+        }
+      });
+}
+
 // The handle Python keeps for pushing and for statistics.
 struct Aggregation {
   std::shared_ptr<ops::MultiwayAggregate> op;
@@ -166,9 +182,9 @@ ops::MultiwayOptions aggregate_options(std::string time, std::vector<std::string
   o.batch_size = batch_size;
   o.flush_each_window = flush;
   o.rate = rate;
-  // Ctrl-C: the output thread waits without the GIL; every 50 ms it takes the GIL to let Python
-  // run signal handlers, and a KeyboardInterrupt ends the run (the operator's destructor
-  // cancels and joins its threads).
+  // Ctrl-C: the output thread works and waits without the GIL; every 50 ms it takes the GIL to
+  // let Python run signal handlers, and a KeyboardInterrupt ends the run: the producer threads
+  // stop at once and the operator's destructor joins them (make_aggregate).
   o.check_interrupt = [] {
     nb::gil_scoped_acquire gil;
     if (PyErr_CheckSignals() != 0) throw nb::python_error();
@@ -274,6 +290,14 @@ NB_MODULE(_engine, m) {
            },
            "input"_a)
       .def("cancel", [](Aggregation& a) { a.op->cancel(); })
+      .def(
+          "stop",
+          [](Aggregation& a, double timeout_s) {
+            nb::gil_scoped_release nogil;  // the producers may need the GIL to finish
+            return a.op->stop(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+          },
+          "timeout_s"_a,
+          "Cancels the run and joins its threads; False if some were still busy after timeout_s.")
       .def("stats", [](Aggregation& a) {
         const ops::MultiwayStats& s = a.op->stats();
         nb::dict d;
@@ -281,6 +305,7 @@ NB_MODULE(_engine, m) {
         d["window_sets"] = s.window_sets;
         d["latencies_ns"] = s.latencies_ns;
         d["design"] = ops::design_name(a.op->design());
+        d["peak_live_arenas"] = a.op->peak_live_arenas();  // None for designs without a T-Gate
         return d;
       });
 
@@ -307,7 +332,7 @@ NB_MODULE(_engine, m) {
                                                    ops::Design::kTuMLSC, ops::Design::kSliced,
                                                    ops::Design::kTuMLMC, ops::Design::kWiML};
         if (design == "auto") {
-          o.design = ops::choose_design(*sch, o.query, n_inputs, o.threads);
+          o.design = ops::choose_design(*sch, o.query, n_inputs, o.threads, inputs.empty());
         } else {
           bool found = false;
           for (ops::Design d : kDesigns) {
@@ -322,7 +347,7 @@ NB_MODULE(_engine, m) {
                                                       "'tumlmc' or 'wiml'");
           }
         }
-        auto op = std::make_shared<ops::MultiwayAggregate>(sch, n_inputs, std::move(o));
+        auto op = make_aggregate(sch, n_inputs, std::move(o));
         if (!inputs.empty()) {
           std::vector<std::unique_ptr<BatchSource>> sources;
           for (Stream* s : inputs) sources.push_back(s->take());
