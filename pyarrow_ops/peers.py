@@ -180,6 +180,30 @@ def _check(tables, size: int, advance: int) -> None:
         raise ValueError("size and advance must be positive")
 
 
+def _prepare(tables, time: str, key, size: int, advance: int, aggs):
+    """What every peer starts from: (result schema, key list, total rows, whether an order-sensitive
+    aggregate is asked for, the input columns needed besides time)."""
+    _check(tables, size, advance)
+    schema = output_schema(tables[0].schema, time=time, key=key, aggs=aggs)
+    ordered = any(function in _ORDERED for function, _ in aggs.values())
+    return schema, list(key), sum(t.num_rows for t in tables), ordered, _needed_columns(time, key, aggs)
+
+
+def _concat_positioned(tables, time: str, needed: list[str], ordered: bool, convert=lambda c: c) -> pa.Table:
+    """The inputs as one table: ``__t`` (time as int64), the needed columns (through ``convert``),
+    and with ``ordered`` a global position ``__g``: (time, __g) orders like (time, input, position)."""
+    parts, base = [], 0
+    for t in tables:
+        arrays = [_time_int64(t.column(time)), *(convert(t.column(c)) for c in needed)]
+        names = ["__t", *needed]
+        if ordered:
+            arrays.append(pa.array(np.arange(base, base + t.num_rows, dtype=np.int64)))
+            names.append("__g")
+        base += t.num_rows
+        parts.append(pa.Table.from_arrays(arrays, names=names))
+    return pa.concat_tables(parts)
+
+
 def _time_int64(column) -> pa.ChunkedArray | pa.Array:
     return column.cast(_storage(column.type)).cast(pa.int64())
 
@@ -233,14 +257,10 @@ def polars_aggregate(
     formulation: str = "panes",
 ) -> pa.Table:
     """The windowed aggregation in Polars (see the module docstring)."""
-    _check(tables, size, advance)
-    schema = output_schema(tables[0].schema, time=time, key=key, aggs=aggs)
+    schema, key, rows, ordered, needed = _prepare(tables, time, key, size, advance, aggs)
     width, a, s, _ = _grid(size, advance, formulation)
-    key = list(key)
-    if sum(t.num_rows for t in tables) == 0:
+    if rows == 0:
         return schema.empty_table()
-    ordered = any(function in _ORDERED for function, _ in aggs.values())
-    needed = _needed_columns(time, key, aggs)
 
     df = pl.concat(
         [
@@ -348,26 +368,11 @@ def duckdb_aggregate(
     formulation: str = "panes",
 ) -> pa.Table:
     """The windowed aggregation in DuckDB SQL over the Arrow inputs (see the module docstring)."""
-    _check(tables, size, advance)
-    schema = output_schema(tables[0].schema, time=time, key=key, aggs=aggs)
+    schema, key, rows, ordered, needed = _prepare(tables, time, key, size, advance, aggs)
     width, a, s, n = _grid(size, advance, formulation)
-    key = list(key)
-    rows = sum(t.num_rows for t in tables)
     if rows == 0:
         return schema.empty_table()
-    ordered = any(function in _ORDERED for function, _ in aggs.values())
-    needed = _needed_columns(time, key, aggs)
-
-    parts, base = [], 0
-    for t in tables:
-        arrays = [_time_int64(t.column(time)), *(t.column(c) for c in needed)]
-        names = ["__t", *needed]
-        if ordered:  # global position: (time, it) orders like (time, input, position)
-            arrays.append(pa.array(np.arange(base, base + t.num_rows, dtype=np.int64)))
-            names.append("__g")
-        base += t.num_rows
-        parts.append(pa.Table.from_arrays(arrays, names=names))
-    source = pa.concat_tables(parts)
+    source = _concat_positioned(tables, time, needed, ordered)
 
     sequence = None
     if ordered:
@@ -538,28 +543,13 @@ def spark_aggregate(
     """The windowed aggregation in PySpark (see the module docstring); ``spark`` defaults to spark_session()."""
     from pyspark.sql import functions as F
 
-    _check(tables, size, advance)
+    schema, key, rows, ordered, needed = _prepare(tables, time, key, size, advance, aggs)
     if formulation not in SPARK_FORMULATIONS:
         raise ValueError(f"formulation must be one of {SPARK_FORMULATIONS}")
-    schema = output_schema(tables[0].schema, time=time, key=key, aggs=aggs)
-    key = list(key)
-    rows = sum(t.num_rows for t in tables)
     if rows == 0:
         return schema.empty_table()
     spark = spark or spark_session()
-    ordered = any(function in _ORDERED for function, _ in aggs.values())
-    needed = _needed_columns(time, key, aggs)
-
-    parts, base = [], 0
-    for t in tables:
-        arrays = [_time_int64(t.column(time)), *(_spark_input_column(t.column(c)) for c in needed)]
-        names = ["__t", *needed]
-        if ordered:  # global position: (time, it) orders like (time, input, position)
-            arrays.append(pa.array(np.arange(base, base + t.num_rows, dtype=np.int64)))
-            names.append("__g")
-        base += t.num_rows
-        parts.append(pa.Table.from_arrays(arrays, names=names))
-    source = pa.concat_tables(parts)
+    source = _concat_positioned(tables, time, needed, ordered, _spark_input_column)
     df = _to_spark(spark, source)
 
     sequence = None

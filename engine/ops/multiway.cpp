@@ -335,9 +335,9 @@ class QueueFeed final : public Feed {
 // least progress over the inputs.
 class HiveIntake final : public Intake {
  public:
-  HiveIntake(window::WHive& hive, MultiwayAggregate::Progress* progress, size_t inputs, Signal& signal,
+  HiveIntake(window::WHive& hive, MultiwayAggregate::Progress* progress, Signal& signal,
              const std::atomic<bool>& stopping)
-      : hive_(hive), progress_(progress), inputs_(inputs), signal_(signal), stopping_(stopping) {}
+      : hive_(hive), progress_(progress), signal_(signal), stopping_(stopping) {}
 
   int64_t push(size_t slot, uint32_t input, const Batch& b, const int64_t* t, bool wait) override {
     const int64_t n = b.num_rows();
@@ -374,7 +374,6 @@ class HiveIntake final : public Intake {
 
   window::WHive& hive_;
   MultiwayAggregate::Progress* progress_;
-  size_t inputs_;
   Signal& signal_;
   const std::atomic<bool>& stopping_;
 };
@@ -461,7 +460,7 @@ MultiwayAggregate::MultiwayAggregate(std::shared_ptr<const Schema> input_schema,
   if (hive_) out_ = hive_.get();
   if (progress_count_ > 0) progress_ = std::make_unique<Progress[]>(progress_count_);
   if (options_.design == Design::kWiML) {
-    intake_ = std::make_unique<HiveIntake>(*hive_, progress_.get(), inputs_, *signal_, stopping_);
+    intake_ = std::make_unique<HiveIntake>(*hive_, progress_.get(), *signal_, stopping_);
     in_ = intake_.get();
   } else {
     in_ = feed_.get();

@@ -11,7 +11,6 @@ WHive::WHive(const Schema& input, const AggregateQuery& query, int64_t batch_siz
     : WindowOutput(input, query, batch_size),
       mode_(mode),
       span_(window_.slices_per_window()),
-      stride_(window_.advance / window_.slice_length()),
       updaters_(std::max<size_t>(updaters, 1)) {
   if (span_ > kMaxSlicesPerWindow) {
     throw Error(ErrorKind::kInvalidInput,

@@ -90,7 +90,6 @@ class WHive : public WindowOutput {
 
   HiveMode mode_;
   int64_t span_;    // slices per window
-  int64_t stride_;  // slices per advance
   std::vector<Slot> ring_;
   uint64_t mask_;
   std::vector<Updater> updaters_;

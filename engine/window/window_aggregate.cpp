@@ -53,7 +53,6 @@ WindowOutput::WindowOutput(const Schema& input, const AggregateQuery& query, int
     }
   }
   out_schema_ = std::make_shared<const Schema>(std::move(out));
-  values_.resize(prototypes_.size());
   for (const Field& f : out_schema_->fields) builders_.emplace_back(f.type);
 }
 

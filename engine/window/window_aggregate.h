@@ -110,7 +110,6 @@ class WindowOutput {
   int64_t batch_size_;
   KeyTable keys_;
   std::vector<AggStates> prototypes_;
-  std::vector<Value> values_;
 
  private:
   void cut_batch();
@@ -127,7 +126,7 @@ class WindowOutput {
 class WindowAggregate : public WindowOutput {
  public:
   WindowAggregate(const Schema& input, const AggregateQuery& query, int64_t batch_size)
-      : WindowOutput(input, query, batch_size) {}
+      : WindowOutput(input, query, batch_size), values_(prototypes_.size()) {}
 
   // One tuple, in the merged order; time is its time. Completes windows ending at or before it.
   void add(const Batch& batch, int64_t row, int64_t time);
@@ -142,6 +141,7 @@ class WindowAggregate : public WindowOutput {
   // Open window sets for k in [base_k_, base_k_ + open_.size()), null where none received a tuple.
   std::deque<std::unique_ptr<WindowSet>> open_;
   int64_t base_k_ = 0;
+  std::vector<Value> values_;  // the current tuple's aggregate inputs
   std::vector<std::unique_ptr<WindowSet>> spare_;
 };
 

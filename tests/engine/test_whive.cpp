@@ -109,6 +109,16 @@ std::vector<std::tuple<int64_t, size_t, int64_t>> merged(const Inputs& in) {
   return order;
 }
 
+// The output thread: emits at the least published progress until every source has ended.
+void emit_until_done(WHive& hive, std::vector<std::atomic<int64_t>>& progress) {
+  for (;;) {
+    int64_t w = INT64_MAX;
+    for (auto& p : progress) w = std::min(w, p.load(std::memory_order_acquire));
+    hive.emit(w);
+    if (w == INT64_MAX) return;
+  }
+}
+
 std::vector<Row> unsliced(const Inputs& in, const AggregateQuery& q) {
   WindowAggregate agg(*tkv_schema(), q, 7);
   for (const auto& [t, i, r] : merged(in)) agg.add(in.batches[i], r, t);
@@ -180,12 +190,7 @@ TEST(stress_shared_updaters_race_the_output_thread) {
         }
       });
     }
-    for (;;) {  // the output thread
-      int64_t w = INT64_MAX;
-      for (auto& p : progress) w = std::min(w, p.load(std::memory_order_acquire));
-      hive.emit(w);
-      if (w == INT64_MAX) break;
-    }
+    emit_until_done(hive, progress);  // the output thread, racing the updaters
     for (auto& t : threads) t.join();
     CHECK(drain(hive) == unsliced(in, q));
   }
@@ -214,12 +219,7 @@ TEST(stress_partitioned_updaters_race_the_output_thread) {
         progress[u].store(INT64_MAX, std::memory_order_release);
       });
     }
-    for (;;) {
-      int64_t w = INT64_MAX;
-      for (auto& p : progress) w = std::min(w, p.load(std::memory_order_acquire));
-      hive.emit(w);
-      if (w == INT64_MAX) break;
-    }
+    emit_until_done(hive, progress);
     for (auto& t : threads) t.join();
     CHECK(drain(hive) == unsliced(in, q));
   }
