@@ -1,0 +1,91 @@
+#pragma once
+// The operator model of the ordered pipeline runtime (ordered-processing paper, section 2.1;
+// auto-parallelization paper, section 3.2). An operator is a unary function of its input stream
+// that declares
+//   - its kind: stateless (any worker, any order), partitioned stateful by key (tuples of one key
+//     in arrival order, different keys concurrently) or stateful (one worker, arrival order);
+//   - its selectivity class: exactly one output per input tuple, at most one, or any number.
+// Operators never manage threads or order: the runtime (engine/runtime) decides who runs them
+// and restores the arrival order of their outputs. An operator only promises the contract of
+// its kind below.
+//
+// Work arrives in morsels, a row range of a batch, but the semantics are per tuple: the output
+// of a morsel must equal the concatenation, in row order, of the outputs of its tuples processed
+// one at a time. The runtime may use any morsel size, down to one row.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/batch.h"
+
+namespace pao::ops {
+
+enum class OpKind : uint8_t { kStateless, kPartitioned, kStateful };
+enum class Selectivity : uint8_t { kExactlyOne, kAtMostOne, kAny };
+
+const char* kind_name(OpKind k) noexcept;          // "stateless", "partitioned", "stateful"
+const char* selectivity_name(Selectivity s) noexcept;  // "exactly one", "at most one", "any"
+
+// What a partitioned operator returns for some rows of a morsel: output rows, and for each the
+// row of the morsel (an index into the morsel batch) that produced it, nondecreasing. The
+// runtime merges the pieces of one morsel by source row (stable), which gives the output of a
+// one-tuple-at-a-time run.
+struct Piece {
+  Batch batch;
+  std::vector<int64_t> source_rows;  // source_rows.size() == batch.num_rows()
+};
+
+class Operator {
+ public:
+  virtual ~Operator() = default;
+
+  // A short name for explain() and stats(), e.g. "filter", "sessionize".
+  virtual std::string name() const = 0;
+  // One line on what it does with which columns, for explain().
+  virtual std::string describe() const = 0;
+  virtual OpKind kind() const = 0;
+  virtual Selectivity selectivity() const = 0;
+  // Partitioned operators: the indices (in the input schema) of the key columns. Tuples with
+  // equal keys (equal as window::KeyTable defines it: -0.0 == 0.0, null a key of its own) are
+  // routed to the same partition.
+  virtual std::vector<size_t> key_columns() const { return {}; }
+  // Stateless operators that must not run on two workers at once (a Python function under the
+  // GIL gains nothing from two) say 1; 0 = no limit.
+  virtual size_t max_parallelism() const { return 0; }
+
+  virtual const std::shared_ptr<const Schema>& input_schema() const = 0;
+  virtual const std::shared_ptr<const Schema>& output_schema() const = 0;
+
+  // Partitioned operators: called once before the run with the number of partitions, so state
+  // can be kept per partition without locks.
+  virtual void set_partitions(size_t partitions) { (void)partitions; }
+
+  // kStateless: the output of all rows of `in`. Called concurrently by any number of workers
+  //   (up to max_parallelism()); must be thread-safe.
+  // kStateful: the output of all rows of `in`. Called by one worker at a time, morsels in
+  //   arrival order (the runtime's synchronisation makes each call see the previous one's
+  //   writes).
+  virtual Batch process(const Batch& in) {
+    (void)in;
+    return {};
+  }
+  // kPartitioned: the output of rows `rows` (ascending) of `in`, all of partition `partition`.
+  //   Calls for one partition come one at a time, in arrival order; calls for different
+  //   partitions run concurrently, so state must be kept per partition.
+  virtual Piece process_rows(const Batch& in, std::span<const int64_t> rows, size_t partition) {
+    (void)in;
+    (void)rows;
+    (void)partition;
+    return {};
+  }
+  // After the last input: what the operator still holds (open sessions, windows, top-k), in the
+  // order a sequential run would emit it. Called once, by one worker, after every process call
+  // has returned. An empty batch (or one of 0 rows) when there is nothing.
+  virtual Batch finish() { return {}; }
+};
+
+using OperatorPtr = std::shared_ptr<Operator>;
+
+}  // namespace pao::ops
