@@ -3,6 +3,8 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -228,6 +230,41 @@ void KeyTable::append(uint32_t id, std::vector<ColumnBuilder>& builders, size_t 
       uint64_t v = 0;
       for (int i = 0; i < normalized_bytes(type); ++i) v = (v << 8) | static_cast<uint8_t>(e[at++]);
       append_normalized(b, v);
+    }
+  }
+}
+
+namespace {
+// A 64-bit mixer (the finaliser of a multiplicative hash): good avalanche, no table.
+inline uint64_t mix(uint64_t x) noexcept {
+  x ^= x >> 32;
+  x *= 0xd6e8feb86659fd93ull;
+  x ^= x >> 32;
+  x *= 0xd6e8feb86659fd93ull;
+  x ^= x >> 32;
+  return x;
+}
+}  // namespace
+
+void key_hashes(const Batch& batch, const std::vector<size_t>& columns, std::vector<uint64_t>& out) {
+  const int64_t n = batch.num_rows();
+  out.assign(static_cast<size_t>(n), 0x9e3779b97f4a7c15ull);
+  for (size_t c : columns) {
+    const Column& col = batch.column(c);
+    const DataType& type = batch.schema()->fields[c].type;
+    const Layout layout = type.layout();
+    constexpr uint64_t kNullHash = 0x5bd1e9955bd1e995ull;
+    for (int64_t r = 0; r < n; ++r) {
+      uint64_t h;
+      if (!col.is_valid(r)) {
+        h = kNullHash;
+      } else if (layout == Layout::kOffsets32 || layout == Layout::kOffsets64) {
+        const std::string_view s = string_at(col, r, layout == Layout::kOffsets64);
+        h = std::hash<std::string_view>{}(s);
+      } else {
+        h = normalized(type, col, r);
+      }
+      out[static_cast<size_t>(r)] = mix(out[static_cast<size_t>(r)] ^ (h + 0x9e3779b97f4a7c15ull));
     }
   }
 }

@@ -66,4 +66,10 @@ class KeyTable {
   std::vector<std::string> encoded_;
 };
 
+// A hash of each row's key in `columns` of `batch`, out[r] for rows [0, batch.num_rows()): rows
+// whose keys KeyTable calls equal (-0.0 and 0.0, every NaN, nulls) hash equal, so routing rows
+// to partitions by it sends each key to one partition. Column by column, so the type dispatch is
+// once per column.
+void key_hashes(const Batch& batch, const std::vector<size_t>& columns, std::vector<uint64_t>& out);
+
 }  // namespace pao::window

@@ -1,0 +1,680 @@
+#include "runtime/pipeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "core/gather.h"
+#include "window/keys.h"
+
+namespace pao::runtime {
+
+const char* heuristic_name(Heuristic h) noexcept {
+  switch (h) {
+    case Heuristic::kQST: return "qst";
+    case Heuristic::kLP: return "lp";
+    case Heuristic::kET: return "et";
+    case Heuristic::kCT: return "ct";
+  }
+  return "?";
+}
+
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Rows per morsel when options.morsel_rows is 0: enough morsels per batch for every worker to
+// have one or two (so a small live batch still spreads over the workers and its latency is one
+// morsel's processing time), but no more than 2048 rows (a morsel's columns stay in L2 across the
+// operators' column loops) and no fewer than 64 (below that the per-morsel costs, about a
+// microsecond of queueing and reordering, dominate cheap operators).
+int64_t morsel_rows_for(int64_t batch_rows, size_t threads) {
+  const int64_t per_worker = (batch_rows + 2 * static_cast<int64_t>(threads) - 1) / (2 * static_cast<int64_t>(threads));
+  return std::clamp<int64_t>(per_worker, 64, 2048);
+}
+
+}  // namespace
+
+// One morsel at one operator. For a partitioned operator it is cut into pieces, one per partition
+// its rows fall into; the pieces are processed independently and the last to finish merges
+// their outputs by source row.
+struct Work {
+  Batch batch;
+  uint64_t serial = 0;
+  // When operator 0 began on it (0 = not yet). Atomic because the pieces of a partitioned morsel
+  // may race to stamp it; any of their start times will do.
+  std::atomic<int64_t> entry_ns{0};
+  // Partitioned only.
+  std::vector<std::vector<int64_t>> piece_rows;
+  std::vector<uint32_t> piece_partition;
+  std::vector<ops::Piece> results;
+  std::atomic<uint32_t> pending{0};
+};
+
+// A piece of a partitioned Work: the worklist item of a partitioned operator.
+struct PieceRef {
+  Work* work;
+  uint32_t index;
+};
+
+// What an operator hands its reorder buffer for one input morsel: the output, already cut and
+// routed for the next operator (or, after the last, the result batch).
+struct Output {
+  std::vector<Work*> works;
+  Batch result;
+  int64_t entry_ns = 0;
+};
+
+struct Stage {
+  ops::OperatorPtr op;
+  ops::OpKind kind;
+  size_t max_parallelism;
+  std::vector<size_t> keys;
+
+  // Worklist: stateless and stateful operators take Works from `fifo`; partitioned ones take
+  // PieceRefs from `parts`.
+  sync::Fifo<Work> fifo;
+  std::unique_ptr<sync::PartitionQueue<PieceRef>> parts;
+  std::unique_ptr<sync::Reorder<Output>> reorder;
+
+  // Serial numbers handed out so far: written by the one thread linking into this stage at a
+  // time (see reorder.h), read by finishers after `input_closed`.
+  std::atomic<uint64_t> enqueued{0};
+  // Set (release) once the upstream has linked its last output; nothing is linked after.
+  std::atomic<bool> input_closed{false};
+  std::atomic<bool> finishing{false};
+  std::atomic<bool> finished{false};
+
+  std::atomic<size_t> workers{0};
+  std::atomic<size_t> peak_workers{0};
+  std::atomic<int64_t> queued_rows{0};
+  std::atomic<int64_t> tuples_in{0};
+  std::atomic<int64_t> tuples_out{0};
+  std::atomic<int64_t> busy_ns{0};
+  std::atomic<int64_t> morsels{0};
+  std::atomic<int64_t> window_ns{0};  // CT: worker time in the current window
+
+  uint64_t limit() const noexcept { return reorder->next() + reorder->capacity(); }
+  bool ready() const {
+    if (kind == ops::OpKind::kPartitioned) return parts->size() > 0 && parts->ready(limit());
+    return fifo.size() > 0 && fifo.ready_below(limit());
+  }
+  bool may_finish() const {
+    return input_closed.load(std::memory_order_acquire) && !finishing.load(std::memory_order_relaxed) &&
+           reorder->next() == enqueued.load(std::memory_order_acquire);
+  }
+};
+
+Pipeline::Pipeline(std::unique_ptr<BatchSource> source, std::vector<ops::OperatorPtr> ops, PipelineOptions options)
+    : source_(std::move(source)), options_(std::move(options)) {
+  if (ops.empty()) throw Error(ErrorKind::kUsage, "a pipeline needs at least one operator");
+  threads_ = options_.threads != 0 ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
+  partitions_ = options_.partitions != 0 ? options_.partitions
+                : options_.partitioning == sync::Partitioning::kHybrid ? 64
+                                                                       : threads_;
+  morsel_rows_ = options_.morsel_rows;
+  max_inflight_ = options_.max_inflight != 0 ? options_.max_inflight : std::max<size_t>(64, 16 * threads_);
+  if (options_.reorder_capacity == 0) throw Error(ErrorKind::kUsage, "reorder_capacity must be at least 1");
+
+  const Schema* expected = source_->schema().get();
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (auto diff = schema_difference(*ops[i]->input_schema(), *expected)) {
+      throw Error(ErrorKind::kSchemaMismatch, "operator " + std::to_string(i) + " (" + ops[i]->name() +
+                                                  ") does not take its input's schema: " + *diff);
+    }
+    expected = ops[i]->output_schema().get();
+  }
+  schema_ = ops.back()->output_schema();
+
+  for (size_t i = 0; i < ops.size(); ++i) {
+    auto st = std::make_unique<Stage>();
+    st->op = ops[i];
+    st->kind = ops[i]->kind();
+    switch (st->kind) {
+      case ops::OpKind::kStateful: st->max_parallelism = 1; break;
+      case ops::OpKind::kPartitioned:
+        st->max_parallelism = partitions_;
+        st->keys = ops[i]->key_columns();
+        st->op->set_partitions(partitions_);
+        st->parts = sync::make_partition_queue<PieceRef>(options_.partitioning, partitions_);
+        break;
+      case ops::OpKind::kStateless:
+        st->max_parallelism = ops[i]->max_parallelism() != 0 ? ops[i]->max_parallelism() : threads_;
+        break;
+    }
+    const size_t next = i + 1;
+    auto sink = [this, next](uint64_t, Output* out) { link(next, out); };
+    st->reorder = sync::make_reorder<Output>(options_.reorder, options_.reorder_capacity, std::move(sink));
+    stages_.push_back(std::move(st));
+  }
+
+  start_ = std::chrono::steady_clock::now();
+  ct_window_start_.store(now_ns(), std::memory_order_relaxed);
+  try {
+    workers_.reserve(threads_);
+    for (size_t w = 0; w < threads_; ++w) workers_.emplace_back([this, w] { worker_main(w); });
+    ingress_ = std::thread([this] { ingress_main(); });
+  } catch (...) {
+    cancel();
+    throw;
+  }
+}
+
+Pipeline::~Pipeline() {
+  cancel();
+}
+
+void Pipeline::cancel() {
+  {
+    std::lock_guard lock(error_mutex_);
+    if (!error_ && !out_closed_)
+      error_ = std::make_exception_ptr(Error(ErrorKind::kUsage, "the pipeline was cancelled"));
+  }
+  stop_threads();
+}
+
+void Pipeline::stop_threads() {
+  std::call_once(stopped_, [this] {
+    stop_.store(true, std::memory_order_seq_cst);
+    wake();
+    out_cv_.notify_all();
+    if (ingress_.joinable()) ingress_.join();
+    for (auto& t : workers_)
+      if (t.joinable()) t.join();
+    release_all();
+  });
+}
+
+// After every thread has stopped: frees what is still in worklists and reorder buffers, so a
+// cancelled run releases every batch it held.
+void Pipeline::release_all() {
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    Stage& st = *stages_[i];
+    std::vector<Work*> works;
+    st.fifo.take_all(works);
+    for (Work* w : works) delete w;
+    if (st.parts) {
+      std::vector<PieceRef*> refs;
+      st.parts->take_all(refs);
+      std::vector<Work*> owners;
+      for (PieceRef* r : refs) {
+        owners.push_back(r->work);
+        delete r;
+      }
+      std::sort(owners.begin(), owners.end());
+      owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
+      for (Work* w : owners) delete w;
+    }
+    // Outputs deposited but not linked: their reorder slots are freed by the reorder buffer's
+    // owner below; the Outputs themselves we free here.
+    for (Output* o : st.reorder->take_all()) {
+      for (Work* w : o->works) delete w;
+      delete o;
+    }
+  }
+}
+
+void Pipeline::fail(std::exception_ptr e) {
+  {
+    std::lock_guard lock(error_mutex_);
+    if (!error_) error_ = e;
+  }
+  stop_.store(true, std::memory_order_seq_cst);
+  wake();
+  {
+    std::lock_guard lock(out_mutex_);
+  }
+  out_cv_.notify_all();
+}
+
+void Pipeline::wake() {
+  epoch_.fetch_add(1, std::memory_order_seq_cst);
+  // seq_cst pairs with the sleeper's increment of sleepers_ before its last look for work: either
+  // it sees the new epoch / the new work, or we see it asleep and notify.
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    std::lock_guard lock(idle_mutex_);
+    idle_cv_.notify_all();
+  }
+}
+
+Output* Pipeline::prepare(size_t i, Batch batch, int64_t entry_ns) {
+  auto* out = new Output;
+  out->entry_ns = entry_ns;
+  const int64_t rows = batch.num_rows();
+  if (i == stages_.size()) {
+    out->result = std::move(batch);
+    return out;
+  }
+  if (rows == 0) return out;
+  const Stage& st = *stages_[i];
+  const int64_t m = morsel_rows_ != 0 ? morsel_rows_ : morsel_rows_for(rows, threads_);
+  std::vector<uint64_t> hashes;
+  if (st.kind == ops::OpKind::kPartitioned) window::key_hashes(batch, st.keys, hashes);
+  for (int64_t start = 0; start < rows; start += m) {
+    const int64_t len = std::min(m, rows - start);
+    auto* w = new Work;
+    w->batch = batch.slice(start, len);
+    w->entry_ns.store(entry_ns, std::memory_order_relaxed);
+    if (st.kind == ops::OpKind::kPartitioned) {
+      // Route each row to its key's partition (the high bits of hash * partitions: uniform
+      // without a division). Rows stay ascending within a piece.
+      std::vector<int32_t> piece_of(partitions_, -1);
+      for (int64_t r = 0; r < len; ++r) {
+        const auto p = static_cast<uint32_t>(
+            (static_cast<unsigned __int128>(hashes[static_cast<size_t>(start + r)]) * partitions_) >> 64);
+        if (piece_of[p] < 0) {
+          piece_of[p] = static_cast<int32_t>(w->piece_rows.size());
+          w->piece_rows.emplace_back();
+          w->piece_partition.push_back(p);
+        }
+        w->piece_rows[static_cast<size_t>(piece_of[p])].push_back(r);
+      }
+      w->results.resize(w->piece_rows.size());
+      w->pending.store(static_cast<uint32_t>(w->piece_rows.size()), std::memory_order_relaxed);
+    }
+    out->works.push_back(w);
+  }
+  const int64_t live = inflight_.fetch_add(static_cast<int64_t>(out->works.size()), std::memory_order_relaxed) +
+                       static_cast<int64_t>(out->works.size());
+  int64_t peak = peak_inflight_.load(std::memory_order_relaxed);
+  while (live > peak && !peak_inflight_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
+  return out;
+}
+
+// Links an operator's output (in serial order; one thread at a time) into stage i's worklist,
+// or, past the last operator, into the result queue.
+void Pipeline::link(size_t i, Output* out) {
+  if (i == stages_.size()) {
+    if (out->result.num_rows() > 0) {
+      const int64_t lat = out->entry_ns != 0 ? now_ns() - out->entry_ns : -1;
+      std::lock_guard lock(out_mutex_);
+      inflight_.fetch_add(1, std::memory_order_relaxed);
+      tuples_out_ += out->result.num_rows();
+      results_.push_back(std::move(out->result));
+      if (lat >= 0) latencies_ns_.push_back(lat);
+      out_cv_.notify_one();
+    }
+    delete out;
+    return;
+  }
+  Stage& st = *stages_[i];
+  uint64_t serial = st.enqueued.load(std::memory_order_relaxed);
+  for (Work* w : out->works) {
+    w->serial = serial++;
+    st.queued_rows.fetch_add(w->batch.num_rows(), std::memory_order_relaxed);
+    if (st.kind == ops::OpKind::kPartitioned) {
+      for (uint32_t k = 0; k < w->piece_rows.size(); ++k)
+        st.parts->push({new PieceRef{w, k}, w->piece_partition[k], w->serial});
+    } else {
+      st.fifo.push({w, 0, w->serial});
+    }
+  }
+  st.enqueued.store(serial, std::memory_order_release);
+  const bool added = !out->works.empty();
+  delete out;
+  if (added) wake();
+}
+
+void Pipeline::ingress_main() {
+  try {
+    for (;;) {
+      // Back-pressure: wait while too many morsels are alive.
+      while (inflight_.load(std::memory_order_relaxed) >= static_cast<int64_t>(max_inflight_)) {
+        if (stop_.load(std::memory_order_relaxed)) return;
+        std::unique_lock lock(idle_mutex_);
+        idle_cv_.wait_for(lock, std::chrono::microseconds(100));
+      }
+      if (stop_.load(std::memory_order_relaxed)) return;
+      std::optional<Batch> b = source_->next();
+      if (!b) break;
+      if (b->num_rows() == 0) continue;
+      tuples_in_.fetch_add(b->num_rows(), std::memory_order_relaxed);
+      link(0, prepare(0, std::move(*b), 0));
+    }
+    stages_[0]->input_closed.store(true, std::memory_order_release);
+    wake();
+  } catch (...) {
+    fail(std::current_exception());
+  }
+}
+
+// Runs operator i's finish() once its input is complete and every output has left; links what
+// it returns and closes the next operator's input. True if this call did it.
+bool Pipeline::try_finish(size_t i) {
+  Stage& st = *stages_[i];
+  if (!st.may_finish() || st.finishing.exchange(true, std::memory_order_acq_rel)) return false;
+  // All of this stage's outputs have been linked (next == enqueued: the drainer's release store
+  // of next follows its last link), so we are now the only thread linking into stage i + 1.
+  Batch rest = st.op->finish();
+  if (rest.num_rows() > 0) {
+    st.tuples_out.fetch_add(rest.num_rows(), std::memory_order_relaxed);
+    link(i + 1, prepare(i + 1, std::move(rest), 0));
+  }
+  st.finished.store(true, std::memory_order_release);
+  if (i + 1 < stages_.size()) {
+    stages_[i + 1]->input_closed.store(true, std::memory_order_release);
+  } else {
+    std::lock_guard lock(out_mutex_);
+    out_closed_ = true;
+    out_cv_.notify_all();
+  }
+  wake();
+  return true;
+}
+
+// The heuristic's choice among the operators this worker could start now; -1 if none.
+int Pipeline::pick(size_t, uint64_t excluded) {
+  const size_t n = stages_.size();
+  struct Cand {
+    size_t i;
+    double c;   // ns per input tuple
+    double cs;  // cumulative selectivity from the input to this operator's input
+    int64_t queued;
+    size_t w;
+  };
+  Cand cands[64];
+  size_t nc = 0;
+  double cs = 1.0;
+  double cs_sum = 0.0;
+  std::vector<double> cs_out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Stage& st = *stages_[i];
+    const int64_t in = st.tuples_in.load(std::memory_order_relaxed);
+    const int64_t out = st.tuples_out.load(std::memory_order_relaxed);
+    const double sel = in > 0 ? static_cast<double>(out) / static_cast<double>(in) : 1.0;
+    const double c = in > 0 ? static_cast<double>(st.busy_ns.load(std::memory_order_relaxed)) / static_cast<double>(in)
+                            : 0.0;
+    const double cs_in = cs;
+    cs *= sel;
+    cs_out[i] = cs;
+    cs_sum += cs;
+    if (i < 64 && (excluded >> i & 1) == 0 && !st.finished.load(std::memory_order_relaxed) &&
+        st.workers.load(std::memory_order_relaxed) < st.max_parallelism && st.ready()) {
+      cands[nc++] = {i, c, cs_in, st.queued_rows.load(std::memory_order_relaxed),
+                     st.workers.load(std::memory_order_relaxed)};
+    }
+  }
+  if (nc == 0) return -1;
+  switch (options_.scheduler) {
+    case Heuristic::kLP:
+      // The latest operator with work (section 6.2).
+      return static_cast<int>(cands[nc - 1].i);
+    case Heuristic::kQST: {
+      // The earliest operator whose output queue is under its share T_i = C * cs_i / sum(cs)
+      // of the capacity (equation 1); the last operator's output is the result queue, which the
+      // consumer empties, so it always qualifies.
+      const double capacity = static_cast<double>(max_inflight_) *
+                              static_cast<double>(morsel_rows_ != 0 ? morsel_rows_ : 2048);
+      for (size_t k = 0; k < nc; ++k) {
+        const size_t i = cands[k].i;
+        if (i + 1 == n) return static_cast<int>(i);
+        const double threshold = capacity * cs_out[i] / std::max(cs_sum, 1e-9);
+        if (static_cast<double>(stages_[i + 1]->queued_rows.load(std::memory_order_relaxed)) < threshold)
+          return static_cast<int>(i);
+      }
+      return static_cast<int>(cands[nc - 1].i);
+    }
+    case Heuristic::kET: {
+      // The most estimated work per worker if one more joined: I_i * c_i / (w_i + 1) (eq. 2).
+      // Unmeasured operators (c = 0) first, so every operator gets measured.
+      size_t best = 0;
+      double best_p = -1;
+      for (size_t k = 0; k < nc; ++k) {
+        const double p = cands[k].c == 0 ? std::numeric_limits<double>::infinity()
+                                         : static_cast<double>(cands[k].queued) * cands[k].c /
+                                               static_cast<double>(cands[k].w + 1);
+        if (p > best_p) {
+          best_p = p;
+          best = k;
+        }
+      }
+      return static_cast<int>(cands[best].i);
+    }
+    case Heuristic::kCT: {
+      // The least normalised throughput in the current window: (T_w + w * s) / (c * cs)
+      // (eq. 3), the operator likeliest to be the bottleneck. Windows restart every ct_window.
+      const int64_t t = now_ns();
+      int64_t ws = ct_window_start_.load(std::memory_order_relaxed);
+      if (t - ws > std::chrono::duration_cast<std::chrono::nanoseconds>(options_.ct_window).count() &&
+          ct_window_start_.compare_exchange_strong(ws, t, std::memory_order_relaxed)) {
+        for (auto& st : stages_) st->window_ns.store(0, std::memory_order_relaxed);
+      }
+      const double slice = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.slice).count());
+      size_t best = 0;
+      double best_nw = std::numeric_limits<double>::infinity();
+      for (size_t k = 0; k < nc; ++k) {
+        const Stage& st = *stages_[cands[k].i];
+        const double denom = cands[k].c * std::max(cands[k].cs, 1e-9);
+        const double nw = denom == 0 ? -1.0  // unmeasured: run it first
+                                     : (static_cast<double>(st.window_ns.load(std::memory_order_relaxed)) +
+                                        static_cast<double>(cands[k].w) * slice) /
+                                           denom;
+        if (nw < best_nw) {
+          best_nw = nw;
+          best = k;
+        }
+      }
+      return static_cast<int>(cands[best].i);
+    }
+  }
+  return static_cast<int>(cands[0].i);
+}
+
+void Pipeline::worker_main(size_t index) {
+  try {
+    int idle_spins = 0;
+    while (!stop_.load(std::memory_order_relaxed)) {
+      bool finished_any = false;
+      for (size_t i = 0; i < stages_.size(); ++i) finished_any |= try_finish(i);
+      if (stages_.back()->finished.load(std::memory_order_acquire)) return;
+      uint64_t excluded = 0;
+      bool worked = finished_any;
+      for (;;) {
+        const int i = pick(index, excluded);
+        if (i < 0) break;
+        Stage& st = *stages_[static_cast<size_t>(i)];
+        size_t w = st.workers.load(std::memory_order_relaxed);
+        // Claim a place on the operator; the CAS keeps it within max_parallelism (for a
+        // stateful operator: exclusive, and acq_rel makes this worker see the previous one's
+        // state, released by its fetch_sub below).
+        if (w >= st.max_parallelism || !st.workers.compare_exchange_strong(w, w + 1, std::memory_order_acq_rel)) {
+          continue;
+        }
+        size_t peak = st.peak_workers.load(std::memory_order_relaxed);
+        while (w + 1 > peak && !st.peak_workers.compare_exchange_weak(peak, w + 1, std::memory_order_relaxed)) {
+        }
+        const size_t done = run_stage(static_cast<size_t>(i), index);
+        st.workers.fetch_sub(1, std::memory_order_acq_rel);
+        if (done > 0) {
+          worked = true;
+          break;
+        }
+        excluded |= uint64_t{1} << i;  // admitted work went to others: try the next best
+      }
+      if (worked) {
+        idle_spins = 0;
+        continue;
+      }
+      if (++idle_spins < 64) {
+        std::this_thread::yield();
+        continue;
+      }
+      // Sleep until something changes; the timeout covers a wake that raced our last look.
+      const uint64_t seen = epoch_.load(std::memory_order_seq_cst);
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      {
+        std::unique_lock lock(idle_mutex_);
+        idle_cv_.wait_for(lock, std::chrono::milliseconds(1), [&] {
+          return epoch_.load(std::memory_order_seq_cst) != seen || stop_.load(std::memory_order_relaxed);
+        });
+      }
+      sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+    }
+  } catch (...) {
+    fail(std::current_exception());
+  }
+}
+
+size_t Pipeline::run_stage(size_t i, size_t worker) {
+  Stage& st = *stages_[i];
+  const int64_t t0 = now_ns();
+  const int64_t slice = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.slice).count();
+  size_t done = 0;
+  for (;;) {
+    const size_t n = step(i, worker);
+    done += n;
+    if (n == 0 || stop_.load(std::memory_order_relaxed)) break;
+    if (now_ns() - t0 >= slice) break;
+  }
+  const int64_t spent = now_ns() - t0;
+  if (done > 0) {
+    st.busy_ns.fetch_add(spent, std::memory_order_relaxed);
+    st.window_ns.fetch_add(spent, std::memory_order_relaxed);
+  }
+  return done;
+}
+
+// Takes one item of stage i's worklist that the reorder buffer admits and processes it; returns
+// how many items it ran (0: none available to this worker now).
+size_t Pipeline::step(size_t i, size_t worker) {
+  Stage& st = *stages_[i];
+  if (st.kind == ops::OpKind::kPartitioned) {
+    return st.parts->consume(st.limit(), 1, worker, [&](PieceRef* ref) {
+      Work* w = ref->work;
+      const uint32_t k = ref->index;
+      delete ref;
+      if (i == 0 && w->entry_ns.load(std::memory_order_relaxed) == 0)
+        w->entry_ns.store(now_ns(), std::memory_order_relaxed);
+      w->results[k] = st.op->process_rows(w->batch, w->piece_rows[k], w->piece_partition[k]);
+      // acq_rel: the last piece to finish must see every other piece's result.
+      if (w->pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+      // Merge the pieces by source row: a counting sort over the morsel's rows, then runs of one
+      // piece's consecutive output rows become gather segments.
+      Batch merged;
+      if (w->results.size() == 1) {
+        merged = std::move(w->results[0].batch);
+      } else {
+        const int64_t rows = w->batch.num_rows();
+        std::vector<int64_t> start(static_cast<size_t>(rows) + 1, 0);
+        int64_t total = 0;
+        for (auto& p : w->results)
+          for (int64_t s : p.source_rows) ++start[static_cast<size_t>(s) + 1];
+        for (size_t r = 0; r < static_cast<size_t>(rows); ++r) start[r + 1] += start[r];
+        total = start[static_cast<size_t>(rows)];
+        std::vector<std::pair<uint32_t, int64_t>> order(static_cast<size_t>(total));
+        for (uint32_t p = 0; p < w->results.size(); ++p) {
+          const auto& src = w->results[p].source_rows;
+          for (size_t j = 0; j < src.size(); ++j) order[static_cast<size_t>(start[static_cast<size_t>(src[j])]++)] = {p, static_cast<int64_t>(j)};
+        }
+        std::vector<Batch> sources;
+        sources.reserve(w->results.size());
+        for (auto& p : w->results) sources.push_back(p.batch);
+        std::vector<Segment> segs;
+        for (const auto& [p, j] : order) {
+          if (!segs.empty() && segs.back().source == p && segs.back().start + segs.back().length == j) {
+            ++segs.back().length;
+          } else {
+            segs.push_back({p, j, 1});
+          }
+        }
+        merged = gather(st.op->output_schema(), sources, segs);
+      }
+      complete(i, w, std::move(merged));
+    });
+  }
+  std::optional<sync::Entry<Work>> e = st.fifo.pop_below(st.limit());
+  if (!e) return 0;
+  Work* w = e->item;
+  if (i == 0 && w->entry_ns.load(std::memory_order_relaxed) == 0) w->entry_ns.store(now_ns(), std::memory_order_relaxed);
+  Batch out = st.op->process(w->batch);
+  complete(i, w, std::move(out));
+  return 1;
+}
+
+// Stage i is done with Work w whose output is `out`: prepares it for the next operator (in this
+// worker, in parallel with others) and deposits it in the reorder buffer.
+void Pipeline::complete(size_t i, Work* w, Batch out) {
+  Stage& st = *stages_[i];
+  const int64_t rows_in = w->batch.num_rows();
+  st.tuples_in.fetch_add(rows_in, std::memory_order_relaxed);
+  st.tuples_out.fetch_add(out.num_rows(), std::memory_order_relaxed);
+  st.morsels.fetch_add(1, std::memory_order_relaxed);
+  st.queued_rows.fetch_sub(rows_in, std::memory_order_relaxed);
+  const uint64_t serial = w->serial;
+  Output* o = prepare(i + 1, std::move(out), w->entry_ns.load(std::memory_order_relaxed));
+  delete w;
+  inflight_.fetch_sub(1, std::memory_order_relaxed);
+  st.reorder->send(serial, o);
+}
+
+std::optional<Batch> Pipeline::next() {
+  std::unique_lock lock(out_mutex_);
+  for (;;) {
+    {
+      std::lock_guard e(error_mutex_);
+      if (error_) {
+        std::exception_ptr err = error_;
+        lock.unlock();
+        stop_threads();
+        std::rethrow_exception(err);
+      }
+    }
+    if (out_head_ < results_.size()) {
+      Batch b = std::move(results_[out_head_++]);
+      if (out_head_ == results_.size()) {
+        results_.clear();
+        out_head_ = 0;
+      }
+      inflight_.fetch_sub(1, std::memory_order_relaxed);
+      return b;
+    }
+    if (out_closed_) {
+      lock.unlock();
+      stop_threads();
+      return std::nullopt;
+    }
+    out_cv_.wait_for(lock, std::chrono::milliseconds(50));
+    if (options_.check_interrupt) {
+      lock.unlock();
+      try {
+        options_.check_interrupt();
+      } catch (...) {
+        fail(std::current_exception());
+      }
+      lock.lock();
+    }
+  }
+}
+
+PipelineStats Pipeline::stats() const {
+  PipelineStats s;
+  for (const auto& st : stages_) {
+    OperatorStats o;
+    o.name = st->op->name();
+    o.kind = st->kind;
+    o.tuples_in = st->tuples_in.load(std::memory_order_relaxed);
+    o.tuples_out = st->tuples_out.load(std::memory_order_relaxed);
+    o.busy_ns = st->busy_ns.load(std::memory_order_relaxed);
+    o.morsels = st->morsels.load(std::memory_order_relaxed);
+    o.queued = st->queued_rows.load(std::memory_order_relaxed);
+    o.max_parallelism = st->max_parallelism;
+    o.peak_workers = st->peak_workers.load(std::memory_order_relaxed);
+    s.operators.push_back(std::move(o));
+  }
+  s.tuples_in = tuples_in_.load(std::memory_order_relaxed);
+  s.threads = threads_;
+  s.partitions = partitions_;
+  s.morsel_rows = morsel_rows_;
+  s.peak_inflight = static_cast<size_t>(peak_inflight_.load(std::memory_order_relaxed));
+  std::lock_guard lock(out_mutex_);
+  s.tuples_out = tuples_out_;
+  s.latencies_ns = latencies_ns_;
+  return s;
+}
+
+}  // namespace pao::runtime

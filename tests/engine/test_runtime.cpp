@@ -1,0 +1,337 @@
+// The ordered parallel runtime: random chains of test operators of every kind and selectivity,
+// run under every combination of threads, heuristic, reorder scheme, partitioning and morsel
+// size, must give exactly the output of a sequential run (one call per operator over the whole
+// input). Also run under ThreadSanitizer (make tsan-test).
+#include <cstring>
+#include <chrono>
+#include <map>
+#include <random>
+
+#include "core/error.h"
+#include "helpers.h"
+#include "runtime/pipeline.h"
+#include "unit.h"
+
+using namespace pao;
+using testing::ListSource;
+
+namespace {
+
+// Every test batch: int64 columns t (time), k (key), v (value), h (an order-sensitive checksum).
+std::shared_ptr<const Schema> tkvh() {
+  return testing::schema({{"t", testing::type(TypeId::kInt64), false},
+                          {"k", testing::type(TypeId::kInt64), false},
+                          {"v", testing::type(TypeId::kInt64), false},
+                          {"h", testing::type(TypeId::kInt64), false}});
+}
+
+struct Rows {
+  std::vector<int64_t> t, k, v, h;
+  size_t size() const { return t.size(); }
+  void add(const Rows& o, size_t i) {
+    t.push_back(o.t[i]);
+    k.push_back(o.k[i]);
+    v.push_back(o.v[i]);
+    h.push_back(o.h[i]);
+  }
+};
+
+Batch make(const Rows& r) {
+  auto st = std::make_shared<testing::Storage>();
+  st->i64 = {r.t, r.k, r.v, r.h};
+  std::vector<Column> cols(4);
+  for (size_t c = 0; c < 4; ++c) {
+    cols[c].values = st->i64[c].data();
+    cols[c].null_count = 0;
+  }
+  return Batch(tkvh(), static_cast<int64_t>(r.size()), std::move(cols), st);
+}
+
+Rows read(const Batch& b) {
+  Rows r;
+  for (int64_t i = 0; i < b.num_rows(); ++i) {
+    r.t.push_back(b.column(0).typed<int64_t>()[i]);
+    r.k.push_back(b.column(1).typed<int64_t>()[i]);
+    r.v.push_back(b.column(2).typed<int64_t>()[i]);
+    r.h.push_back(b.column(3).typed<int64_t>()[i]);
+  }
+  return r;
+}
+
+uint64_t mix(uint64_t x) {
+  x ^= x >> 31;
+  x *= 0x9e3779b97f4a7c15ull;
+  return x ^ (x >> 29);
+}
+
+// How each row of a test operator maps to output rows: `copies(v)` outputs, each with
+// v' = v * 3 + 1 + copy and h' updated by the kind's state.
+int copies(int64_t v, ops::Selectivity s) {
+  switch (s) {
+    case ops::Selectivity::kExactlyOne: return 1;
+    case ops::Selectivity::kAtMostOne: return (mix(static_cast<uint64_t>(v)) % 3) != 0 ? 1 : 0;
+    case ops::Selectivity::kAny: return static_cast<int>(mix(static_cast<uint64_t>(v)) % 3);
+  }
+  return 1;
+}
+
+// A test operator: stateless (h' = mix(h ^ v)), partitioned by k (h' = running hash of the key's
+// tuples so far) or stateful (h' = running hash of all tuples); `spin` busy-waits per tuple. The
+// stateful kind also emits a summary row at finish(), the partitioned kind one row per key.
+class TestOp final : public ops::Operator {
+ public:
+  TestOp(ops::OpKind kind, ops::Selectivity sel, int spin_ns) : kind_(kind), sel_(sel), spin_ns_(spin_ns) {}
+  std::string name() const override { return "test"; }
+  std::string describe() const override { return "test"; }
+  ops::OpKind kind() const override { return kind_; }
+  ops::Selectivity selectivity() const override { return sel_; }
+  std::vector<size_t> key_columns() const override { return {1}; }
+  const std::shared_ptr<const Schema>& input_schema() const override { return schema_; }
+  const std::shared_ptr<const Schema>& output_schema() const override { return schema_; }
+  void set_partitions(size_t p) override { keyed_.assign(p, {}); }
+
+  Batch process(const Batch& in) override {
+    Rows r = read(in), out;
+    std::vector<int64_t> src;
+    apply(r, nullptr, out, src, 0);
+    return make(out);
+  }
+  ops::Piece process_rows(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
+    Rows r = read(in), out;
+    std::vector<int64_t> src;
+    apply(r, &rows, out, src, partition);
+    return {make(out), std::move(src)};
+  }
+  Batch finish() override {
+    Rows out;
+    if (kind_ == ops::OpKind::kStateful) {
+      out.t = {-1}, out.k = {-1}, out.v = {static_cast<int64_t>(seen_)}, out.h = {static_cast<int64_t>(global_)};
+    } else if (kind_ == ops::OpKind::kPartitioned) {
+      std::map<int64_t, uint64_t> all;
+      for (auto& m : keyed_) all.insert(m.begin(), m.end());
+      for (auto& [k, h] : all) out.t.push_back(-2), out.k.push_back(k), out.v.push_back(0), out.h.push_back(static_cast<int64_t>(h));
+    }
+    return make(out);
+  }
+
+ private:
+  void apply(const Rows& r, std::span<const int64_t>* rows, Rows& out, std::vector<int64_t>& src, size_t part) {
+    const size_t n = rows ? rows->size() : r.size();
+    for (size_t j = 0; j < n; ++j) {
+      const size_t i = rows ? static_cast<size_t>((*rows)[j]) : j;
+      if (spin_ns_ > 0) {
+        auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns_);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+      }
+      uint64_t h;
+      if (kind_ == ops::OpKind::kStateless) {
+        h = mix(static_cast<uint64_t>(r.h[i]) ^ static_cast<uint64_t>(r.v[i]));
+      } else if (kind_ == ops::OpKind::kPartitioned) {
+        uint64_t& s = keyed_[part][r.k[i]];
+        s = mix(s * 31 + static_cast<uint64_t>(r.v[i]) + static_cast<uint64_t>(r.h[i]));
+        h = s;
+      } else {
+        global_ = mix(global_ * 31 + static_cast<uint64_t>(r.v[i]) + static_cast<uint64_t>(r.h[i]));
+        ++seen_;
+        h = global_;
+      }
+      const int c = copies(r.v[i], sel_);
+      for (int x = 0; x < c; ++x) {
+        out.t.push_back(r.t[i]);
+        out.k.push_back(r.k[i]);
+        out.v.push_back(r.v[i] * 3 + 1 + x);
+        out.h.push_back(static_cast<int64_t>(h));
+        src.push_back(static_cast<int64_t>(i));
+      }
+    }
+  }
+
+  std::shared_ptr<const Schema> schema_ = tkvh();
+  ops::OpKind kind_;
+  ops::Selectivity sel_;
+  int spin_ns_;
+  std::vector<std::map<int64_t, uint64_t>> keyed_;
+  uint64_t global_ = 0;
+  uint64_t seen_ = 0;
+};
+
+struct OpSpec {
+  ops::OpKind kind;
+  ops::Selectivity sel;
+  int spin_ns;
+};
+
+std::vector<ops::OperatorPtr> build(const std::vector<OpSpec>& specs) {
+  std::vector<ops::OperatorPtr> out;
+  for (const auto& s : specs) out.push_back(std::make_shared<TestOp>(s.kind, s.sel, s.spin_ns));
+  return out;
+}
+
+// The sequential run: each operator once over the whole stream, then finish.
+Rows sequential(const std::vector<OpSpec>& specs, const Rows& input) {
+  Rows cur = input;
+  for (auto& op : build(specs)) {
+    op->set_partitions(1);
+    Batch b = make(cur);
+    Rows out;
+    if (op->kind() == ops::OpKind::kPartitioned) {
+      std::vector<int64_t> rows(cur.size());
+      for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
+      out = read(op->process_rows(b, rows, 0).batch);
+    } else {
+      out = read(op->process(b));
+    }
+    Rows fin = read(op->finish());
+    for (size_t i = 0; i < fin.size(); ++i) out.add(fin, i);
+    cur = out;
+  }
+  return cur;
+}
+
+Rows random_input(std::mt19937_64& rng, size_t n, int keys) {
+  Rows r;
+  std::uniform_int_distribution<int64_t> key(0, keys - 1), val(-1000, 1000);
+  for (size_t i = 0; i < n; ++i) {
+    r.t.push_back(static_cast<int64_t>(i / 3));
+    r.k.push_back(key(rng));
+    r.v.push_back(val(rng));
+    r.h.push_back(0);
+  }
+  return r;
+}
+
+std::vector<Batch> split(std::mt19937_64& rng, const Rows& r) {
+  std::vector<Batch> out;
+  size_t at = 0;
+  while (at < r.size()) {
+    const size_t len = std::min<size_t>(r.size() - at, 1 + rng() % 300);
+    Rows part;
+    for (size_t i = at; i < at + len; ++i) part.add(r, i);
+    out.push_back(make(part));
+    at += len;
+  }
+  return out;
+}
+
+Rows run(const std::vector<OpSpec>& specs, const std::vector<Batch>& batches, runtime::PipelineOptions o) {
+  runtime::Pipeline p(std::make_unique<ListSource>(tkvh(), batches), build(specs), o);
+  Rows all;
+  while (auto b = p.next()) {
+    Rows part = read(*b);
+    for (size_t i = 0; i < part.size(); ++i) all.add(part, i);
+  }
+  return all;
+}
+
+bool same(const Rows& a, const Rows& b) { return a.t == b.t && a.k == b.k && a.v == b.v && a.h == b.h; }
+
+TEST(random_pipelines_equal_the_sequential_run) {
+  std::mt19937_64 rng(12345);
+  const ops::OpKind kinds[] = {ops::OpKind::kStateless, ops::OpKind::kPartitioned, ops::OpKind::kStateful};
+  const ops::Selectivity sels[] = {ops::Selectivity::kExactlyOne, ops::Selectivity::kAtMostOne, ops::Selectivity::kAny};
+  const runtime::Heuristic hs[] = {runtime::Heuristic::kCT, runtime::Heuristic::kLP, runtime::Heuristic::kET,
+                                   runtime::Heuristic::kQST};
+  const sync::Partitioning ps[] = {sync::Partitioning::kHybrid, sync::Partitioning::kPartitioned,
+                                   sync::Partitioning::kShared};
+  int configs = 0;
+  for (int trial = 0; trial < 12; ++trial) {
+    std::vector<OpSpec> specs;
+    const int len = 1 + static_cast<int>(rng() % 5);
+    for (int i = 0; i < len; ++i) specs.push_back({kinds[rng() % 3], sels[rng() % 3], rng() % 4 == 0 ? 2000 : 0});
+    const Rows input = random_input(rng, 200 + rng() % 1500, 1 + static_cast<int>(rng() % 40));
+    const std::vector<Batch> batches = split(rng, input);
+    const Rows expected = sequential(specs, input);
+    for (size_t threads : {1, 2, 4}) {
+      for (int combo = 0; combo < 4; ++combo) {
+        runtime::PipelineOptions o;
+        o.threads = threads;
+        o.scheduler = hs[(trial + combo) % 4];
+        o.reorder = combo % 2 ? sync::ReorderScheme::kLocked : sync::ReorderScheme::kNonBlocking;
+        o.partitioning = ps[(trial + combo) % 3];
+        o.morsel_rows = combo == 0 ? 1 : combo == 1 ? 7 : 0;  // one-tuple morsels are the debug setting
+        o.reorder_capacity = combo == 0 ? 2 : 64;
+        o.max_inflight = combo == 0 ? 4 : 0;
+        o.partitions = combo == 3 ? 3 : 0;
+        const Rows got = run(specs, batches, o);
+        ++configs;
+        if (!same(got, expected)) {
+          unit::fail(__FILE__, __LINE__, "trial " + std::to_string(trial) + " threads " + std::to_string(threads) +
+                                             " combo " + std::to_string(combo) + ": " + std::to_string(got.size()) +
+                                             " rows vs " + std::to_string(expected.size()));
+        }
+      }
+    }
+  }
+  std::printf("  %d configurations\n", configs);
+}
+
+TEST(an_operator_error_fails_the_run_and_stops_every_thread) {
+  struct Boom final : ops::Operator {
+    std::shared_ptr<const Schema> s = tkvh();
+    int calls = 0;
+    std::string name() const override { return "boom"; }
+    std::string describe() const override { return "boom"; }
+    ops::OpKind kind() const override { return ops::OpKind::kStateful; }
+    ops::Selectivity selectivity() const override { return ops::Selectivity::kExactlyOne; }
+    const std::shared_ptr<const Schema>& input_schema() const override { return s; }
+    const std::shared_ptr<const Schema>& output_schema() const override { return s; }
+    Batch process(const Batch& in) override {
+      if (++calls == 3) throw Error(ErrorKind::kInvalidInput, "boom at call 3");
+      return in;
+    }
+  };
+  std::mt19937_64 rng(7);
+  const Rows input = random_input(rng, 5000, 10);
+  runtime::PipelineOptions o;
+  o.threads = 2;
+  o.morsel_rows = 10;
+  runtime::Pipeline p(std::make_unique<ListSource>(tkvh(), split(rng, input)),
+                      {std::make_shared<TestOp>(ops::OpKind::kStateless, ops::Selectivity::kExactlyOne, 0),
+                       std::make_shared<Boom>()},
+                      o);
+  CHECK_THROWS_WITH(while (p.next()) {}, ErrorKind::kInvalidInput, "boom at call 3");
+}
+
+TEST(cancel_mid_run_releases_every_batch) {
+  std::mt19937_64 rng(9);
+  const Rows input = random_input(rng, 20000, 50);
+  std::vector<Batch> batches = split(rng, input);
+  std::weak_ptr<const void> first_owner = batches.front().owner();
+  {
+    runtime::PipelineOptions o;
+    o.threads = 2;
+    o.morsel_rows = 3;
+    auto p = std::make_unique<runtime::Pipeline>(std::make_unique<ListSource>(tkvh(), std::move(batches)),
+                                                 build({{ops::OpKind::kPartitioned, ops::Selectivity::kAny, 1000},
+                                                        {ops::OpKind::kStateless, ops::Selectivity::kExactlyOne, 0}}),
+                                                 o);
+    CHECK(p->next().has_value());
+    p->cancel();
+    CHECK_THROWS_WITH(p->next(), ErrorKind::kUsage, "cancelled");
+  }
+  CHECK(first_owner.expired());
+}
+
+TEST(stats_count_tuples_per_operator) {
+  std::mt19937_64 rng(3);
+  const Rows input = random_input(rng, 3000, 20);
+  runtime::PipelineOptions o;
+  o.threads = 2;
+  runtime::Pipeline p(std::make_unique<ListSource>(tkvh(), split(rng, input)),
+                      build({{ops::OpKind::kStateless, ops::Selectivity::kAtMostOne, 0},
+                             {ops::OpKind::kPartitioned, ops::Selectivity::kExactlyOne, 0}}),
+                      o);
+  int64_t out = 0;
+  while (auto b = p.next()) out += b->num_rows();
+  const runtime::PipelineStats s = p.stats();
+  CHECK_EQ(s.tuples_in, 3000);
+  CHECK_EQ(s.operators[0].tuples_in, 3000);
+  CHECK_EQ(s.operators[1].tuples_in, s.operators[0].tuples_out);
+  CHECK_EQ(s.tuples_out, out);
+  CHECK(!s.latencies_ns.empty());
+}
+
+}  // namespace
+
+int main() { return unit::run_all(); }
