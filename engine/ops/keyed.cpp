@@ -1,0 +1,511 @@
+#include "ops/keyed.h"
+
+#include <bit>
+#include <unordered_set>
+
+#include "ops/partitioned.h"
+#include "window/keys.h"
+
+namespace pao::ops {
+namespace {
+
+DataType of(TypeId id) {
+  DataType t;
+  t.id = id;
+  return t;
+}
+
+// A partition's key table and one `State` per key id.
+template <class State>
+struct KeyedPart {
+  window::KeyTable keys;
+  std::vector<State> states;
+
+  KeyedPart(const Schema& schema, const std::vector<size_t>& key_columns) : keys(schema, key_columns) {}
+  // The state of row `row`'s key, a fresh one for a new key.
+  State& of(const Batch& in, int64_t row) {
+    const uint32_t id = keys.id(in, row);
+    if (id >= states.size()) states.resize(static_cast<size_t>(id) + 1);  // amortized: resize grows geometrically
+    return states[id];
+  }
+};
+
+// Where a key stands in its run of sessions (sessionize, pairs): a new session starts when a
+// tuple comes more than `gap` after the key's previous one.
+struct Session {
+  int64_t last = 0;
+  int64_t number = -1;  // -1 before the key's first tuple
+
+  // Moves to a tuple at time t; true when it opens a session. The difference is taken in 128
+  // bits so that times far apart (or out of order) cannot overflow.
+  bool advance(int64_t t, int64_t gap) {
+    const bool opens = number < 0 || __int128{t} - last > gap;
+    number += opens;
+    last = t;
+    return opens;
+  }
+};
+
+// The output of rows `rows` of `in` that each produced one row: those input rows plus the new
+// columns, and the rows themselves as the source rows.
+Piece one_per_row(const std::shared_ptr<const Schema>& input, const std::shared_ptr<const Schema>& output,
+                  const Batch& in, std::span<const int64_t> rows, std::vector<ColumnBuilder>& added) {
+  return {add_columns(output, take_rows(input, in, rows), added), std::vector<int64_t>(rows.begin(), rows.end())};
+}
+
+void check_gap(int64_t gap, const std::string& op) {
+  if (gap < 0) {
+    throw Error(ErrorKind::kInvalidInput, op + ": gap must be at least 0 (in the time column's unit), got " +
+                                              std::to_string(gap));
+  }
+}
+
+// --- sessionize -------------------------------------------------------------------------------
+
+class Sessionize final : public PartitionedOperator<KeyedPart<Session>> {
+ public:
+  Sessionize(std::shared_ptr<const Schema> input, std::vector<std::string> keys, std::string time, int64_t gap,
+             std::string name)
+      : PartitionedOperator(input, find_keys(*input, keys, "sessionize")),
+        key_names_(std::move(keys)),
+        time_(find_time(*input_, time, "sessionize")),
+        gap_(gap),
+        column_(std::move(name)) {
+    check_gap(gap_, "sessionize");
+    output_ = extend_schema(*input_, {{column_, of(TypeId::kInt64), false}}, "sessionize", "pass another name");
+    set_partitions(1);
+  }
+
+  std::string name() const override { return "sessionize"; }
+  std::string describe() const override {
+    return "'" + column_ + "' = session number per key " + quoted_list(key_names_) + ", a new session after a gap > " +
+           std::to_string(gap_) + " in '" + time_.name + "'";
+  }
+  Selectivity selectivity() const override { return Selectivity::kExactlyOne; }
+
+  Piece process_rows(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
+    auto& part = this->part(partition, in);
+    std::vector<ColumnBuilder> added{ColumnBuilder(of(TypeId::kInt64))};
+    for (int64_t r : rows) {
+      Session& s = part.of(in, r);
+      s.advance(time_.at(in, r, "sessionize"), gap_);
+      added[0].append_fixed(&s.number);
+    }
+    return one_per_row(input_, output_, in, rows, added);
+  }
+
+ private:
+  std::unique_ptr<KeyedPart<Session>> new_part() const override {
+    return std::make_unique<KeyedPart<Session>>(*input_, keys_);
+  }
+
+  std::vector<std::string> key_names_;
+  TimeColumn time_;
+  int64_t gap_;
+  std::string column_;
+};
+
+// --- lag and delta ----------------------------------------------------------------------------
+
+// One column's value in a key's previous tuple; not valid before the key's first tuple.
+struct Previous {
+  bool valid = false;
+  uint64_t bits = 0;  // lag: the raw value (raw_bits); delta: int64 or uint64 as two's complement, or double bits
+  std::string text;   // lag of a string column
+};
+
+// A partition's key table and each key's previous values (flat: key id * columns + column).
+struct PreviousPart {
+  window::KeyTable keys;
+  std::vector<Previous> previous;
+
+  PreviousPart(const Schema& schema, const std::vector<size_t>& key_columns) : keys(schema, key_columns) {}
+};
+
+// lag and delta: both remember each column's value in the key's previous tuple and differ only in
+// what they make of it.
+class LagDelta final : public PartitionedOperator<PreviousPart> {
+ public:
+  enum class Mode : uint8_t { kLag, kDelta };
+
+  LagDelta(Mode mode, std::shared_ptr<const Schema> input, std::vector<std::string> keys,
+           std::optional<std::string> time, std::vector<std::string> columns, const std::string& suffix)
+      : PartitionedOperator(input, find_keys(*input, keys, mode == Mode::kLag ? "lag" : "delta")),
+        mode_(mode),
+        key_names_(std::move(keys)),
+        names_(std::move(columns)) {
+    const std::string op = name();
+    if (time) {
+      const TimeColumn t = find_time(*input_, *time, op);
+      if (names_.empty()) names_.push_back(t.name);
+    }
+    if (names_.empty()) throw Error(ErrorKind::kInvalidInput, op + ": needs at least one column");
+    std::vector<Field> added;
+    for (const std::string& n : names_) {
+      const size_t c = find_column(*input_, n, op, "column");
+      const DataType& type = input_->fields[c].type;
+      columns_.push_back(c);
+      if (mode_ == Mode::kLag) {
+        added.push_back({n + suffix, type, true});
+        continue;
+      }
+      if (type.id == TypeId::kFloat32 || type.id == TypeId::kFloat64) {
+        added.push_back({n + suffix, of(TypeId::kFloat64), true});
+      } else if (is_signed_integer(type.id) || is_unsigned_integer(type.id)) {
+        added.push_back({n + suffix, of(TypeId::kInt64), true});
+      } else {
+        throw Error(ErrorKind::kUnsupportedType, "delta: column '" + n + "' has type " + type.to_string() +
+                                                     "; delta needs a numeric, date or timestamp column");
+      }
+    }
+    output_ = extend_schema(*input_, added, op, "pass another suffix");
+    set_partitions(1);
+  }
+
+  std::string name() const override { return mode_ == Mode::kLag ? "lag" : "delta"; }
+  std::string describe() const override {
+    return std::string(mode_ == Mode::kLag ? "previous value" : "difference from the previous value") + " of " +
+           quoted_list(names_) + " per key " + quoted_list(key_names_);
+  }
+  Selectivity selectivity() const override { return Selectivity::kExactlyOne; }
+
+  Piece process_rows(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
+    PreviousPart& part = this->part(partition, in);
+    const size_t n = columns_.size();
+    std::vector<ColumnBuilder> added;
+    for (size_t j = 0; j < n; ++j) added.emplace_back(output_->fields[input_->fields.size() + j].type);
+    for (int64_t r : rows) {
+      const size_t at = static_cast<size_t>(part.keys.id(in, r)) * n;
+      if (at >= part.previous.size()) part.previous.resize(at + n);  // a new key: none valid
+      Previous* previous = &part.previous[at];
+      for (size_t j = 0; j < n; ++j) {
+        const Column& c = in.column(columns_[j]);
+        const DataType& type = input_->fields[columns_[j]].type;
+        Previous& p = previous[j];
+        const bool valid = c.is_valid(r);
+        if (mode_ == Mode::kLag) {
+          emit_lag(p, type, added[j]);
+          p.valid = valid;
+          if (!valid) continue;
+          if (is_string(type)) {
+            p.text.assign(string_at(c, type, r));
+          } else {
+            p.bits = raw_bits(c, type, r);
+          }
+        } else {
+          const uint64_t now = valid ? delta_value(c, type, r) : 0;
+          emit_delta(!p.valid || !valid, now, p.bits, type, added[j]);
+          p.valid = valid;
+          p.bits = now;
+        }
+      }
+    }
+    return one_per_row(input_, output_, in, rows, added);
+  }
+
+ private:
+  std::unique_ptr<PreviousPart> new_part() const override { return std::make_unique<PreviousPart>(*input_, keys_); }
+
+  static void emit_lag(const Previous& p, const DataType& type, ColumnBuilder& out) {
+    if (!p.valid) {
+      out.append_null();
+    } else if (is_string(type)) {
+      out.append_string(p.text);
+    } else if (type.layout() == Layout::kBits) {
+      out.append_bool(p.bits != 0);
+    } else {
+      out.append_fixed(&p.bits);  // the low byte_width() bytes: the value itself
+    }
+  }
+
+  // The value delta subtracts: integers as int64 (sign-extended) or uint64, both kept as uint64 so
+  // one wrapping subtraction serves both; floats as the bits of a double.
+  static uint64_t delta_value(const Column& c, const DataType& type, int64_t row) {
+    switch (type.id) {
+      case TypeId::kFloat32: return std::bit_cast<uint64_t>(static_cast<double>(std::bit_cast<float>(
+          static_cast<uint32_t>(raw_bits(c, type, row)))));
+      case TypeId::kFloat64: return raw_bits(c, type, row);
+      default: return is_signed_integer(type.id) ? static_cast<uint64_t>(signed_at(c, type, row)) : raw_bits(c, type, row);
+    }
+  }
+
+  static void emit_delta(bool null, uint64_t now, uint64_t before, const DataType& type, ColumnBuilder& out) {
+    if (null) {
+      out.append_null();
+    } else if (type.id == TypeId::kFloat32 || type.id == TypeId::kFloat64) {
+      const double d = std::bit_cast<double>(now) - std::bit_cast<double>(before);
+      out.append_fixed(&d);
+    } else {
+      const uint64_t d = now - before;  // modulo 2^64: read as int64, exact when the difference fits
+      out.append_fixed(&d);
+    }
+  }
+
+  Mode mode_;
+  std::vector<std::string> key_names_;
+  std::vector<std::string> names_;
+  std::vector<size_t> columns_;
+};
+
+// --- running ----------------------------------------------------------------------------------
+
+// A partition's key table and one window::AggStates per aggregate, with one slot per key id.
+struct RunningPart {
+  window::KeyTable keys;
+  std::vector<window::AggStates> aggs;
+
+  RunningPart(const Schema& schema, const std::vector<size_t>& key_columns, const std::vector<window::AggStates>& prototypes)
+      : keys(schema, key_columns), aggs(prototypes) {}
+};
+
+// Running aggregates reuse aggregate()'s states: a key's slot is the state of one window that
+// never closes, all of its tuples in one slice, emitted after every tuple.
+class Running final : public PartitionedOperator<RunningPart> {
+ public:
+  Running(std::shared_ptr<const Schema> input, std::vector<std::string> keys, std::vector<window::AggSpec> aggs)
+      : PartitionedOperator(input, find_keys(*input, keys, "running")), key_names_(std::move(keys)), specs_(std::move(aggs)) {
+    if (specs_.empty()) throw Error(ErrorKind::kInvalidInput, "running: needs at least one aggregate");
+    std::vector<Field> added;
+    for (const window::AggSpec& spec : specs_) {
+      prototypes_.emplace_back(spec, *input_);
+      added.push_back({spec.name, prototypes_.back().output_type(), true});
+    }
+    output_ = extend_schema(*input_, added, "running", "rename the aggregate");
+    set_partitions(1);
+  }
+
+  std::string name() const override { return "running"; }
+  std::string describe() const override {
+    std::string aggs;
+    for (const window::AggSpec& s : specs_) {
+      aggs += (aggs.empty() ? "" : ", ") + s.name + " = " + window::agg_name(s.kind) + "(" + s.column + ")";
+    }
+    return aggs + " per key " + quoted_list(key_names_) + " so far";
+  }
+  Selectivity selectivity() const override { return Selectivity::kExactlyOne; }
+
+  Piece process_rows(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
+    RunningPart& part = this->part(partition, in);
+    std::vector<ColumnBuilder> added;
+    for (const window::AggStates& a : prototypes_) added.emplace_back(a.output_type());
+    for (int64_t r : rows) {
+      const uint32_t id = part.keys.id(in, r);
+      for (size_t j = 0; j < part.aggs.size(); ++j) {
+        window::AggStates& a = part.aggs[j];
+        if (id >= a.size()) a.resize(std::max<size_t>({16, 2 * a.size(), static_cast<size_t>(id) + 1}));
+        a.update(id, a.needs_value() ? a.read(in, r) : window::Value(), 0);
+        a.emit(id, added[j]);
+      }
+    }
+    return one_per_row(input_, output_, in, rows, added);
+  }
+
+ private:
+  std::unique_ptr<RunningPart> new_part() const override {
+    return std::make_unique<RunningPart>(*input_, keys_, prototypes_);
+  }
+
+  std::vector<std::string> key_names_;
+  std::vector<window::AggSpec> specs_;
+  std::vector<window::AggStates> prototypes_;
+};
+
+// --- dedupe -----------------------------------------------------------------------------------
+
+struct Passed {
+  bool any = false;
+  int64_t last = 0;  // the time of the key's last passed tuple
+};
+
+class Dedupe final : public PartitionedOperator<KeyedPart<Passed>> {
+ public:
+  Dedupe(std::shared_ptr<const Schema> input, std::vector<std::string> keys, std::string time,
+         std::optional<int64_t> within)
+      : PartitionedOperator(input, find_keys(*input, keys, "dedupe")),
+        key_names_(std::move(keys)),
+        time_(find_time(*input_, time, "dedupe")),
+        within_(within) {
+    if (within_ && *within_ < 0) {
+      throw Error(ErrorKind::kInvalidInput, "dedupe: within must be at least 0 (in the time column's unit), got " +
+                                                std::to_string(*within_));
+    }
+    output_ = input_;
+    set_partitions(1);
+  }
+
+  std::string name() const override { return "dedupe"; }
+  std::string describe() const override {
+    return "first tuple per key " + quoted_list(key_names_) +
+           (within_ ? ", again once more than " + std::to_string(*within_) + " after the last passed in '" +
+                          time_.name + "'"
+                    : std::string());
+  }
+  Selectivity selectivity() const override { return Selectivity::kAtMostOne; }
+
+  Piece process_rows(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
+    auto& part = this->part(partition, in);
+    std::vector<int64_t> kept;
+    for (int64_t r : rows) {
+      Passed& p = part.of(in, r);
+      if (!within_) {
+        if (!p.any) kept.push_back(r);
+        p.any = true;
+        continue;
+      }
+      const int64_t t = time_.at(in, r, "dedupe");
+      if (!p.any || __int128{t} - p.last > *within_) {
+        kept.push_back(r);
+        p.any = true;
+        p.last = t;
+      }
+    }
+    Batch out = take_rows(output_, in, kept);
+    return {std::move(out), std::move(kept)};
+  }
+
+ private:
+  std::unique_ptr<KeyedPart<Passed>> new_part() const override {
+    return std::make_unique<KeyedPart<Passed>>(*input_, keys_);
+  }
+
+  std::vector<std::string> key_names_;
+  TimeColumn time_;
+  std::optional<int64_t> within_;
+};
+
+// --- pairs ------------------------------------------------------------------------------------
+
+// A key's current session and its distinct items, as ids of the partition's item table, in the
+// order they first appeared.
+struct PairSession {
+  Session session;
+  std::vector<uint32_t> items;
+  std::unordered_set<uint32_t> seen;
+};
+
+// The item table gives every distinct item of the partition a dense id, its comparison (the key
+// order of window::KeyTable: numbers as numbers, strings bytewise) and its value for the output.
+struct PairsPart : KeyedPart<PairSession> {
+  window::KeyTable items;
+
+  PairsPart(const Schema& schema, const std::vector<size_t>& key_columns, size_t item)
+      : KeyedPart(schema, key_columns), items(schema, {item}) {}
+};
+
+class Pairs final : public PartitionedOperator<PairsPart> {
+ public:
+  Pairs(std::shared_ptr<const Schema> input, std::vector<std::string> keys, std::string time, std::string item,
+        int64_t gap)
+      : PartitionedOperator(input, find_keys(*input, keys, "pairs")),
+        key_names_(std::move(keys)),
+        item_name_(std::move(item)),
+        time_(find_time(*input_, time, "pairs")),
+        item_(find_column(*input_, item_name_, "pairs", "item column")),
+        gap_(gap) {
+    check_gap(gap_, "pairs");
+    const DataType& item_type = input_->fields[item_].type;
+    const bool integer = (is_signed_integer(item_type.id) || is_unsigned_integer(item_type.id)) &&
+                         item_type.id != TypeId::kDate32 && item_type.id != TypeId::kTimestamp;
+    if (!integer && !is_string(item_type)) {
+      throw Error(ErrorKind::kUnsupportedType, "pairs: item column '" + item_name_ + "' has type " +
+                                                   item_type.to_string() + "; expected an integer or string type");
+    }
+    // The key and time columns, projected from the input without copying, are what output rows
+    // repeat from their source tuple.
+    Schema projected;
+    for (size_t k : keys_) {
+      projected.fields.push_back(input_->fields[k]);
+      projected_.push_back(k);
+    }
+    projected.fields.push_back(input_->fields[time_.index]);
+    projected_.push_back(time_.index);
+    projected_schema_ = std::make_shared<const Schema>(projected);
+    output_ = extend_schema(projected, {{"item_a", item_type, false}, {"item_b", item_type, false}}, "pairs",
+                            "rename the column");
+    set_partitions(1);
+  }
+
+  std::string name() const override { return "pairs"; }
+  std::string describe() const override {
+    return "pairs of distinct '" + item_name_ + "' per session of key " + quoted_list(key_names_) + " (gap " +
+           std::to_string(gap_) + " in '" + time_.name + "')";
+  }
+  Selectivity selectivity() const override { return Selectivity::kAny; }
+
+  Piece process_rows(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
+    PairsPart& part = this->part(partition, in);
+    const Column& item = in.column(item_);
+    const DataType& item_type = input_->fields[item_].type;
+    std::vector<ColumnBuilder> added{ColumnBuilder(item_type), ColumnBuilder(item_type)};
+    std::vector<int64_t> sources;
+    for (int64_t r : rows) {
+      PairSession& s = part.of(in, r);
+      if (s.session.advance(time_.at(in, r, "pairs"), gap_)) {
+        s.items.clear();
+        s.seen.clear();
+      }
+      if (!item.is_valid(r)) continue;
+      const uint32_t x = part.items.id(in, r);
+      if (!s.seen.insert(x).second) continue;
+      for (uint32_t earlier : s.items) {
+        const bool x_first = part.items.less(x, earlier);
+        part.items.append(x_first ? x : earlier, added, 0);
+        part.items.append(x_first ? earlier : x, added, 1);
+        sources.push_back(r);
+      }
+      s.items.push_back(x);
+    }
+    std::vector<Column> columns;
+    for (size_t c : projected_) columns.push_back(in.column(c));
+    const Batch projected(projected_schema_, in.num_rows(), std::move(columns), in.owner());
+    Batch out = add_columns(output_, take_rows(projected_schema_, projected, sources), added);
+    return {std::move(out), std::move(sources)};
+  }
+
+ private:
+  std::unique_ptr<PairsPart> new_part() const override { return std::make_unique<PairsPart>(*input_, keys_, item_); }
+
+  std::vector<std::string> key_names_;
+  std::string item_name_;
+  TimeColumn time_;
+  size_t item_;
+  int64_t gap_;
+  std::vector<size_t> projected_;  // input columns: the keys, then the time
+  std::shared_ptr<const Schema> projected_schema_;
+};
+
+}  // namespace
+
+OperatorPtr make_sessionize(std::shared_ptr<const Schema> input_schema, std::vector<std::string> keys,
+                            std::string time, int64_t gap, std::string name) {
+  return std::make_shared<Sessionize>(std::move(input_schema), std::move(keys), std::move(time), gap, std::move(name));
+}
+
+OperatorPtr make_lag(std::shared_ptr<const Schema> input_schema, std::vector<std::string> keys,
+                     std::vector<std::string> columns, std::string suffix) {
+  return std::make_shared<LagDelta>(LagDelta::Mode::kLag, std::move(input_schema), std::move(keys), std::nullopt,
+                                    std::move(columns), suffix);
+}
+
+OperatorPtr make_delta(std::shared_ptr<const Schema> input_schema, std::vector<std::string> keys, std::string time,
+                       std::vector<std::string> columns, std::string suffix) {
+  return std::make_shared<LagDelta>(LagDelta::Mode::kDelta, std::move(input_schema), std::move(keys), std::move(time),
+                                    std::move(columns), suffix);
+}
+
+OperatorPtr make_running(std::shared_ptr<const Schema> input_schema, std::vector<std::string> keys,
+                         std::vector<window::AggSpec> aggs) {
+  return std::make_shared<Running>(std::move(input_schema), std::move(keys), std::move(aggs));
+}
+
+OperatorPtr make_dedupe(std::shared_ptr<const Schema> input_schema, std::vector<std::string> keys, std::string time,
+                        std::optional<int64_t> within) {
+  return std::make_shared<Dedupe>(std::move(input_schema), std::move(keys), std::move(time), within);
+}
+
+OperatorPtr make_pairs(std::shared_ptr<const Schema> input_schema, std::vector<std::string> keys, std::string time,
+                       std::string item, int64_t gap) {
+  return std::make_shared<Pairs>(std::move(input_schema), std::move(keys), std::move(time), std::move(item), gap);
+}
+
+}  // namespace pao::ops

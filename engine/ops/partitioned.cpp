@@ -1,0 +1,108 @@
+#include "ops/partitioned.h"
+
+#include <set>
+
+#include "core/gather.h"
+
+namespace pao::ops {
+
+size_t find_column(const Schema& schema, const std::string& name, const std::string& op, const std::string& role) {
+  auto i = schema.find(name);
+  if (!i) {
+    throw Error(ErrorKind::kInvalidInput, op + ": " + role + " '" + name + "' not found; the columns are: " +
+                                              schema.to_string());
+  }
+  return *i;
+}
+
+std::vector<size_t> find_keys(const Schema& schema, const std::vector<std::string>& keys, const std::string& op) {
+  if (keys.empty()) throw Error(ErrorKind::kInvalidInput, op + ": needs at least one key column");
+  std::vector<size_t> out;
+  for (const std::string& k : keys) out.push_back(find_column(schema, k, op, "key column"));
+  return out;
+}
+
+TimeColumn find_time(const Schema& schema, const std::string& time, const std::string& op) {
+  const size_t i = find_column(schema, time, op, "time column");
+  const DataType& type = schema.fields[i].type;
+  if (!type.is_temporal_key()) {
+    throw Error(ErrorKind::kUnsupportedType, op + ": time column '" + time + "' has type " + type.to_string() +
+                                                 "; expected timestamp, date32, int32 or int64");
+  }
+  return {i, type, time};
+}
+
+int64_t TimeColumn::at(const Batch& in, int64_t row, const std::string& op) const {
+  const Column& c = in.column(index);
+  if (c.validity != nullptr && !c.is_valid(row)) {
+    throw Error(ErrorKind::kNullTime, op + ": a null in time column '" + name + "'");
+  }
+  return signed_at(c, type, row);
+}
+
+std::shared_ptr<const Schema> extend_schema(const Schema& input, const std::vector<Field>& added, const std::string& op,
+                                            const std::string& hint) {
+  auto out = std::make_shared<Schema>(input);
+  out->fields.insert(out->fields.end(), added.begin(), added.end());
+  std::set<std::string> names;
+  for (const Field& f : out->fields) {
+    if (!names.insert(f.name).second) {
+      throw Error(ErrorKind::kInvalidInput, op + ": the result would have two columns named '" + f.name + "'; " + hint);
+    }
+  }
+  return out;
+}
+
+std::string quoted_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+  return out;
+}
+
+bool is_signed_integer(TypeId id) noexcept {
+  switch (id) {
+    case TypeId::kInt8: case TypeId::kInt16: case TypeId::kInt32: case TypeId::kInt64:
+    case TypeId::kDate32: case TypeId::kTimestamp:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_unsigned_integer(TypeId id) noexcept {
+  return id == TypeId::kUInt8 || id == TypeId::kUInt16 || id == TypeId::kUInt32 || id == TypeId::kUInt64;
+}
+
+bool is_string(const DataType& type) noexcept {
+  return type.layout() == Layout::kOffsets32 || type.layout() == Layout::kOffsets64;
+}
+
+Batch take_rows(const std::shared_ptr<const Schema>& schema, const Batch& in, std::span<const int64_t> rows) {
+  std::vector<Segment> runs;
+  for (int64_t r : rows) {
+    if (!runs.empty() && runs.back().start + runs.back().length == r) {
+      ++runs.back().length;
+    } else {
+      runs.push_back({0, r, 1});
+    }
+  }
+  if (runs.size() == 1) return in.slice(runs[0].start, runs[0].length).with_schema(schema);
+  return gather(schema, std::span(&in, 1), runs);
+}
+
+Batch add_columns(std::shared_ptr<const Schema> schema, const Batch& base, std::vector<ColumnBuilder>& added) {
+  // The new columns' memory, plus a reference to base's, so the result owns both.
+  struct Owner {
+    std::shared_ptr<const void> base;
+    std::vector<std::vector<uint8_t>> added;
+  };
+  auto owner = std::make_shared<Owner>();
+  owner->base = base.owner();
+  std::vector<Column> columns;
+  columns.reserve(base.num_columns() + added.size());
+  for (size_t c = 0; c < base.num_columns(); ++c) columns.push_back(base.column(c));
+  for (ColumnBuilder& b : added) columns.push_back(b.finish(owner->added));
+  return Batch(std::move(schema), base.num_rows(), std::move(columns), std::move(owner));
+}
+
+}  // namespace pao::ops

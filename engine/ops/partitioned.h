@@ -1,0 +1,148 @@
+#pragma once
+// What the partitioned operators (keyed.h, the keyed parametric operator) share: checking their
+// arguments against the input schema, reading single values, state kept per partition, and
+// building output rows as input rows plus new columns.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/batch.h"
+#include "core/builder.h"
+#include "core/error.h"
+#include "ops/operator.h"
+
+namespace pao::ops {
+
+// --- Arguments ------------------------------------------------------------------------------
+
+// The index of column `name` in `schema`. Throws kInvalidInput naming the operator `op`, the
+// column's `role` ("key column", "time column", ...) and the columns the schema has.
+size_t find_column(const Schema& schema, const std::string& name, const std::string& op, const std::string& role);
+// The key columns' indices; at least one (kInvalidInput otherwise), since a partitioned operator
+// without a key would have nothing to route by.
+std::vector<size_t> find_keys(const Schema& schema, const std::vector<std::string>& keys, const std::string& op);
+// A time column checked by find_time, and how to read it.
+struct TimeColumn {
+  size_t index = 0;
+  DataType type;
+  std::string name;
+
+  // The time of `row` of `in`: the stored integer. A null throws kNullTime naming the operator
+  // `op`: after the pipeline's input checks only an operator that rewrote the column can cause one.
+  int64_t at(const Batch& in, int64_t row, const std::string& op) const;
+};
+// The time column `time`; it must have a time type (timestamp, date32, int32, int64), else
+// kUnsupportedType.
+TimeColumn find_time(const Schema& schema, const std::string& time, const std::string& op);
+// `input`'s fields followed by `added`. Throws kInvalidInput when two columns would share a name;
+// `hint` says how to avoid it (e.g. "pass another suffix").
+std::shared_ptr<const Schema> extend_schema(const Schema& input, const std::vector<Field>& added, const std::string& op,
+                                            const std::string& hint);
+// The names as "'a', 'b'" for describe().
+std::string quoted_list(const std::vector<std::string>& names);
+
+// --- Values ---------------------------------------------------------------------------------
+
+bool is_signed_integer(TypeId id) noexcept;    // int8..int64, date32, timestamp: sign-extended
+bool is_unsigned_integer(TypeId id) noexcept;  // uint8..uint64
+bool is_string(const DataType& type) noexcept;  // utf8, large_utf8
+
+// The value at `row` of a fixed-width column as its raw bytes in the low byte_width() bytes
+// (little-endian, upper bytes zero), or of a bool column as 0 or 1. Validity is not checked.
+inline uint64_t raw_bits(const Column& c, const DataType& type, int64_t row) noexcept {
+  const int64_t i = c.offset + row;
+  if (type.layout() == Layout::kBits) return (static_cast<const uint8_t*>(c.values)[i >> 3] >> (i & 7)) & 1;
+  uint64_t v = 0;
+  const int w = type.byte_width();
+  std::memcpy(&v, static_cast<const uint8_t*>(c.values) + i * w, static_cast<size_t>(w));
+  return v;
+}
+
+// raw_bits() of a signed integer or temporal column, sign-extended to int64.
+inline int64_t signed_at(const Column& c, const DataType& type, int64_t row) noexcept {
+  const int shift = 64 - 8 * type.byte_width();
+  return static_cast<int64_t>(raw_bits(c, type, row) << shift) >> shift;
+}
+
+// The bytes of a utf8 or large_utf8 value. Validity is not checked.
+inline std::string_view string_at(const Column& c, const DataType& type, int64_t row) noexcept {
+  const int64_t i = c.offset + row;
+  int64_t begin, end;
+  if (type.layout() == Layout::kOffsets64) {
+    begin = static_cast<const int64_t*>(c.values)[i];
+    end = static_cast<const int64_t*>(c.values)[i + 1];
+  } else {
+    begin = static_cast<const int32_t*>(c.values)[i];
+    end = static_cast<const int32_t*>(c.values)[i + 1];
+  }
+  return {reinterpret_cast<const char*>(c.data) + begin, static_cast<size_t>(end - begin)};
+}
+
+// --- Output ---------------------------------------------------------------------------------
+
+// Rows `rows` of `in` (ascending; a row may repeat, one output row each) under `schema`, which
+// must have `in`'s layout: a zero-copy slice when they are one consecutive run, else a gather of
+// their runs.
+Batch take_rows(const std::shared_ptr<const Schema>& schema, const Batch& in, std::span<const int64_t> rows);
+// `base`'s columns followed by the builders' (all of base.num_rows() values), under `schema`. The
+// result owns the builders' memory and shares base's; the builders are empty after.
+Batch add_columns(std::shared_ptr<const Schema> schema, const Batch& base, std::vector<ColumnBuilder>& added);
+
+// --- State per partition --------------------------------------------------------------------
+
+// A partitioned operator whose state is a `Part` per partition (typically a window::KeyTable and
+// per-key state indexed by its dense ids). The runtime calls one partition at a time, in arrival
+// order, so a Part needs no lock. Parts live in their own allocations: their hot data (key
+// tables, state vectors) is in separate heap blocks per partition, never interleaved in one array.
+//
+// Derived classes implement new_part() and end their constructor with set_partitions(1), so an
+// operator is usable (one partition) before the runtime says how many there are.
+template <class Part>
+class PartitionedOperator : public Operator {
+ public:
+  OpKind kind() const override { return OpKind::kPartitioned; }
+  std::vector<size_t> key_columns() const override { return keys_; }
+  const std::shared_ptr<const Schema>& input_schema() const override { return input_; }
+  const std::shared_ptr<const Schema>& output_schema() const override { return output_; }
+  // Starts afresh with `partitions` empty parts (at least one).
+  void set_partitions(size_t partitions) override {
+    parts_.clear();
+    for (size_t p = 0; p < std::max<size_t>(partitions, 1); ++p) parts_.push_back(new_part());
+  }
+  // Every operator built on this emits online: nothing is held back for the end.
+  Batch finish() override { return {}; }
+
+ protected:
+  PartitionedOperator(std::shared_ptr<const Schema> input, std::vector<size_t> keys)
+      : input_(std::move(input)), keys_(std::move(keys)) {}
+
+  virtual std::unique_ptr<Part> new_part() const = 0;
+
+  // Partition `p`'s state after checking the call: a partition the runtime did not announce, or
+  // a batch of another shape, is a bug in the caller, reported rather than undefined behaviour.
+  Part& part(size_t p, const Batch& in) {
+    if (p >= parts_.size()) {
+      throw Error(ErrorKind::kUsage, name() + ": partition " + std::to_string(p) + " of " +
+                                         std::to_string(parts_.size()) + " (set_partitions)");
+    }
+    if (in.num_columns() != input_->fields.size()) {
+      throw Error(ErrorKind::kSchemaMismatch, name() + ": a batch of " + std::to_string(in.num_columns()) +
+                                                  " columns; the operator was built for " + input_->to_string());
+    }
+    return *parts_[p];
+  }
+
+  std::shared_ptr<const Schema> input_;
+  std::shared_ptr<const Schema> output_;
+  std::vector<size_t> keys_;
+
+ private:
+  std::vector<std::unique_ptr<Part>> parts_;
+};
+
+}  // namespace pao::ops
