@@ -138,8 +138,13 @@ bool AggStates::order_insensitive() const noexcept {
 }
 
 void AggStates::resize(size_t slots) {
-  cells_.resize(slots, Cell{0, false, {0}, 0.0, INT64_MIN});
+  cells_.resize(slots, kFresh);
   if (domain_ == Domain::kString) strings_.resize(slots);
+}
+
+void AggStates::reset(uint32_t slot) {
+  cells_[slot] = kFresh;
+  if (domain_ == Domain::kString) strings_[slot].clear();
 }
 
 void AggStates::clear() {

@@ -50,6 +50,9 @@ class AggStates {
 
   void resize(size_t slots);
   void clear();
+  // Returns one slot to the fresh state, for tables whose slots are reused one at a time (the
+  // pipeline's keyed window_aggregate keeps a ring of open windows per key).
+  void reset(uint32_t slot);
   // One tuple's value. `slice` is the tuple's slice (WindowSpec::slice_of): float sums add the
   // values of one slice in the merged order, then the slices' sums in slice order, so every
   // design (sliced or not, any thread count) rounds identically (docs/semantics.md).
@@ -81,6 +84,8 @@ class AggStates {
     double part;    // float sum, mean: the sum of slice `slice`'s values so far
     int64_t slice;  // float sum, mean: the slice `part` belongs to
   };
+  static constexpr Cell kFresh{0, false, {0}, 0.0, INT64_MIN};
+
   void fold_float(Cell& c, double part, int64_t slice) const noexcept;
   bool better(const Value& v, const Cell& c) const noexcept;
 

@@ -23,10 +23,56 @@ bool is_signed(TypeId id) {
   }
 }
 
-// The value of a fixed-width or bool column at `row` as an unsigned integer whose order is the
-// output order (signed values offset by 2^(bits-1); floats by the usual sign flip, with one NaN
-// above +inf and -0.0 folded into 0.0).
-uint64_t normalized(const DataType& type, const Column& c, int64_t row) {
+// Inverse of key_order_value(): appends the value to `b`.
+void append_normalized(ColumnBuilder& b, uint64_t v) {
+  const DataType& type = b.type();
+  switch (type.id) {
+    case TypeId::kBool:
+      b.append_bool(v != 0);
+      return;
+    case TypeId::kFloat32: {
+      const auto n = static_cast<uint32_t>(v);
+      const uint32_t bits = n == 0xFFFFFFFFu ? std::bit_cast<uint32_t>(std::nanf(""))
+                            : (n >> 31)      ? (n & 0x7FFFFFFFu)
+                                             : ~n;
+      b.append_fixed(&bits);
+      return;
+    }
+    case TypeId::kFloat64: {
+      const uint64_t bits = v == ~uint64_t{0} ? std::bit_cast<uint64_t>(std::nan(""))
+                            : (v >> 63)       ? (v & ~(uint64_t{1} << 63))
+                                              : ~v;
+      b.append_fixed(&bits);
+      return;
+    }
+    default:
+      break;
+  }
+  const int w = type.byte_width();
+  const uint64_t raw = is_signed(type.id) ? v - (uint64_t{1} << (w * 8 - 1)) : v;
+  b.append_fixed(&raw);  // little-endian: the low w bytes are the value
+}
+
+int normalized_bytes(const DataType& type) {
+  return type.id == TypeId::kBool ? 1 : type.byte_width();
+}
+
+}  // namespace
+
+std::string_view string_at(const Column& c, int64_t row, bool large) {
+  const int64_t i = c.offset + row;
+  int64_t begin, end;
+  if (large) {
+    begin = static_cast<const int64_t*>(c.values)[i];
+    end = static_cast<const int64_t*>(c.values)[i + 1];
+  } else {
+    begin = static_cast<const int32_t*>(c.values)[i];
+    end = static_cast<const int32_t*>(c.values)[i + 1];
+  }
+  return {reinterpret_cast<const char*>(c.data) + begin, static_cast<size_t>(end - begin)};
+}
+
+uint64_t key_order_value(const DataType& type, const Column& c, int64_t row) {
   const int64_t i = c.offset + row;
   switch (type.id) {
     case TypeId::kBool:
@@ -65,55 +111,6 @@ uint64_t normalized(const DataType& type, const Column& c, int64_t row) {
   return v;
 }
 
-// Inverse of normalized(): appends the value to `b`.
-void append_normalized(ColumnBuilder& b, uint64_t v) {
-  const DataType& type = b.type();
-  switch (type.id) {
-    case TypeId::kBool:
-      b.append_bool(v != 0);
-      return;
-    case TypeId::kFloat32: {
-      const auto n = static_cast<uint32_t>(v);
-      const uint32_t bits = n == 0xFFFFFFFFu ? std::bit_cast<uint32_t>(std::nanf(""))
-                            : (n >> 31)      ? (n & 0x7FFFFFFFu)
-                                             : ~n;
-      b.append_fixed(&bits);
-      return;
-    }
-    case TypeId::kFloat64: {
-      const uint64_t bits = v == ~uint64_t{0} ? std::bit_cast<uint64_t>(std::nan(""))
-                            : (v >> 63)       ? (v & ~(uint64_t{1} << 63))
-                                              : ~v;
-      b.append_fixed(&bits);
-      return;
-    }
-    default:
-      break;
-  }
-  const int w = type.byte_width();
-  const uint64_t raw = is_signed(type.id) ? v - (uint64_t{1} << (w * 8 - 1)) : v;
-  b.append_fixed(&raw);  // little-endian: the low w bytes are the value
-}
-
-int normalized_bytes(const DataType& type) {
-  return type.id == TypeId::kBool ? 1 : type.byte_width();
-}
-
-std::string_view string_at(const Column& c, int64_t row, bool large) {
-  const int64_t i = c.offset + row;
-  int64_t begin, end;
-  if (large) {
-    begin = static_cast<const int64_t*>(c.values)[i];
-    end = static_cast<const int64_t*>(c.values)[i + 1];
-  } else {
-    begin = static_cast<const int32_t*>(c.values)[i];
-    end = static_cast<const int32_t*>(c.values)[i + 1];
-  }
-  return {reinterpret_cast<const char*>(c.data) + begin, static_cast<size_t>(end - begin)};
-}
-
-}  // namespace
-
 KeyTable::KeyTable(const Schema& schema, std::vector<size_t> columns) : columns_(std::move(columns)) {
   for (size_t c : columns_) types_.push_back(schema.fields[c].type);
   packed_ = columns_.size() == 1 && types_[0].layout() != Layout::kOffsets32 &&
@@ -136,7 +133,7 @@ uint32_t KeyTable::packed_id(const Column& c, int64_t row) {
     if (null_id_ == kEmpty) null_id_ = add_packed(0);
     return null_id_;
   }
-  const uint64_t v = normalized(types_[0], c, row);
+  const uint64_t v = key_order_value(types_[0], c, row);
   size_t mask = slots_.size() - 1;
   size_t s = static_cast<size_t>((v * 0x9E3779B97F4A7C15ULL) >> 20) & mask;
   for (;;) {
@@ -183,7 +180,7 @@ uint32_t KeyTable::encoded_id(const Batch& batch, int64_t row) {
       scratch_.push_back('\x00');
       scratch_.push_back('\x00');
     } else {
-      const uint64_t v = normalized(type, c, row);
+      const uint64_t v = key_order_value(type, c, row);
       for (int b = normalized_bytes(type) - 1; b >= 0; --b) scratch_.push_back(static_cast<char>(v >> (8 * b)));
     }
   }

@@ -1,0 +1,577 @@
+#include "ops/windowed.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+
+#include "core/builder.h"
+#include "core/error.h"
+#include "core/gather.h"
+#include "window/keys.h"
+
+namespace pao::ops {
+namespace {
+
+size_t column_index(const Schema& input, const std::string& name, const char* role) {
+  auto i = input.find(name);
+  if (!i) {
+    throw Error(ErrorKind::kInvalidInput, std::string(role) + " column '" + name +
+                                              "' not found; the columns are: " + input.to_string());
+  }
+  return *i;
+}
+
+bool is_string(const DataType& t) {
+  return t.layout() == Layout::kOffsets32 || t.layout() == Layout::kOffsets64;
+}
+
+// `b` with one more column built by `extra`, under `schema` (b's fields plus that column). The
+// new batch owns `b`'s memory (shared) and the column's.
+Batch with_extra_column(const Batch& b, std::shared_ptr<const Schema> schema, ColumnBuilder& extra) {
+  struct Owner {
+    std::shared_ptr<const void> base;
+    std::vector<std::vector<uint8_t>> extra;
+  };
+  auto owner = std::make_shared<Owner>();
+  owner->base = b.owner();
+  owner->extra.reserve(3);  // no reallocation: the column points into these vectors' data
+  std::vector<Column> columns;
+  columns.reserve(b.num_columns() + 1);
+  for (size_t c = 0; c < b.num_columns(); ++c) columns.push_back(b.column(c));
+  columns.push_back(extra.finish(owner->extra));
+  return Batch(std::move(schema), b.num_rows(), std::move(columns), std::move(owner));
+}
+
+// ---- top_k -------------------------------------------------------------------------------------
+
+class TopK final : public Operator {
+ public:
+  TopK(std::shared_ptr<const Schema> input, int64_t k, std::string by, std::optional<std::string> per,
+       bool descending)
+      : input_(std::move(input)), k_(k), by_name_(std::move(by)), per_name_(std::move(per)),
+        descending_(descending), rank_(DataType{}) {
+    if (k_ < 1) throw Error(ErrorKind::kInvalidInput, "top_k needs k >= 1, got " + std::to_string(k_));
+    by_ = column_index(*input_, by_name_, "top_k's 'by'");
+    by_type_ = input_->fields[by_].type;
+    if (per_name_) {
+      per_ = column_index(*input_, *per_name_, "top_k's 'per'");
+      per_type_ = input_->fields[per_].type;
+    }
+    if (input_->find("rank")) {
+      throw Error(ErrorKind::kInvalidInput,
+                  "top_k adds a column 'rank', but the input already has one; rename or drop it first");
+    }
+    Schema out = *input_;
+    out.fields.push_back({"rank", DataType{}, false});  // DataType{} is int64
+    output_ = std::make_shared<const Schema>(std::move(out));
+  }
+
+  std::string name() const override { return "top_k"; }
+  std::string describe() const override {
+    return "top " + std::to_string(k_) + " rows by " + by_name_ + (descending_ ? " descending" : " ascending") +
+           (per_name_ ? " per run of equal " + *per_name_ : " of the whole input") + ", adds rank";
+  }
+  OpKind kind() const override { return OpKind::kStateful; }
+  Selectivity selectivity() const override { return Selectivity::kAny; }
+  const std::shared_ptr<const Schema>& input_schema() const override { return input_; }
+  const std::shared_ptr<const Schema>& output_schema() const override { return output_; }
+
+  Batch process(const Batch& in) override {
+    morsel_source_ = kNone;
+    for (int64_t row = 0; row < in.num_rows(); ++row) {
+      if (per_name_ && !same_group(in, row)) {
+        if (!heap_.empty()) close_group();
+        start_group(in, row);
+      }
+      admit(in, row);
+    }
+    morsel_source_ = kNone;  // the next morsel is another batch
+    return take_output();
+  }
+
+  Batch finish() override {
+    if (!heap_.empty()) close_group();
+    return take_output();
+  }
+
+ private:
+  static constexpr uint32_t kNone = UINT32_MAX;
+
+  // One retained row: its `by` value in a form that compares cheaply, its arrival number (ties keep
+  // arrival order) and where it lives.
+  struct Candidate {
+    bool null;
+    uint64_t order;         // fixed-width `by`: the key order value
+    uint8_t zero_sign;      // floats: 0 for -0.0, 1 otherwise (the key order folds -0.0 into 0.0)
+    std::string_view text;  // string `by`: the bytes, inside the retained batch
+    uint64_t arrival;
+    uint32_t source;        // index into sources_
+    int64_t row;
+  };
+
+  Candidate read(const Batch& in, int64_t row) const {
+    Candidate c{};
+    const Column& col = in.column(by_);
+    c.null = col.validity != nullptr && !col.is_valid(row);
+    if (c.null) return c;
+    if (is_string(by_type_)) {
+      c.text = window::string_at(col, row, by_type_.layout() == Layout::kOffsets64);
+      return c;
+    }
+    c.order = window::key_order_value(by_type_, col, row);
+    c.zero_sign = 1;
+    if (by_type_.id == TypeId::kFloat64 || by_type_.id == TypeId::kFloat32) {
+      const double f = by_type_.id == TypeId::kFloat64 ? col.typed<double>()[row] : col.typed<float>()[row];
+      if (f == 0.0 && std::signbit(f)) c.zero_sign = 0;
+    }
+    return c;
+  }
+
+  // True when `a` ranks before `b`: any value before null, then by value in the chosen direction,
+  // then the earlier arrival.
+  bool better(const Candidate& a, const Candidate& b) const noexcept {
+    if (a.null != b.null) return b.null;
+    if (!a.null) {
+      int cmp;
+      if (is_string(by_type_)) {
+        const int c = a.text.compare(b.text);
+        cmp = (c > 0) - (c < 0);
+      } else if (a.order != b.order) {
+        cmp = a.order < b.order ? -1 : 1;
+      } else {
+        cmp = int{a.zero_sign} - int{b.zero_sign};
+      }
+      if (cmp != 0) return descending_ ? cmp > 0 : cmp < 0;
+    }
+    return a.arrival < b.arrival;
+  }
+
+  // Whether `row`'s per value equals the current group's (false before the first row).
+  bool same_group(const Batch& in, int64_t row) const {
+    if (!in_group_) return false;
+    const Column& col = in.column(per_);
+    const bool null = col.validity != nullptr && !col.is_valid(row);
+    if (null || per_null_) return null == per_null_;
+    if (is_string(per_type_)) return window::string_at(col, row, per_type_.layout() == Layout::kOffsets64) == per_text_;
+    return window::key_order_value(per_type_, col, row) == per_order_;
+  }
+
+  void start_group(const Batch& in, int64_t row) {
+    in_group_ = true;
+    const Column& col = in.column(per_);
+    per_null_ = col.validity != nullptr && !col.is_valid(row);
+    if (per_null_) return;
+    if (is_string(per_type_)) {
+      per_text_.assign(window::string_at(col, row, per_type_.layout() == Layout::kOffsets64));
+    } else {
+      per_order_ = window::key_order_value(per_type_, col, row);
+    }
+  }
+
+  // Offers `row` to the current group's heap, whose front is its worst row once it holds k.
+  void admit(const Batch& in, int64_t row) {
+    Candidate c = read(in, row);
+    c.arrival = arrival_++;
+    c.row = row;
+    const auto cmp = [this](const Candidate& a, const Candidate& b) { return better(a, b); };
+    if (heap_.size() < static_cast<uint64_t>(k_)) {
+      c.source = retain(in);
+      heap_.push_back(c);
+      std::push_heap(heap_.begin(), heap_.end(), cmp);
+      return;
+    }
+    if (!better(c, heap_.front())) return;  // an equal value arrived later: it ranks after
+    std::pop_heap(heap_.begin(), heap_.end(), cmp);
+    release(heap_.back().source);
+    c.source = retain(in);
+    heap_.back() = c;
+    std::push_heap(heap_.begin(), heap_.end(), cmp);
+  }
+
+  // The source slot holding the current morsel, taking one for it on first use.
+  uint32_t retain(const Batch& in) {
+    if (morsel_source_ == kNone) {
+      if (free_.empty()) {
+        morsel_source_ = static_cast<uint32_t>(sources_.size());
+        sources_.push_back(in);
+        refs_.push_back(0);
+        stamp_.push_back(0);
+        out_index_.push_back(0);
+      } else {
+        morsel_source_ = free_.back();
+        free_.pop_back();
+        sources_[morsel_source_] = in;
+      }
+    }
+    ++refs_[morsel_source_];
+    return morsel_source_;
+  }
+
+  // Drops one row's hold on its batch; the batch is let go with its last retained row.
+  void release(uint32_t source) {
+    if (--refs_[source] != 0) return;
+    sources_[source] = Batch();
+    free_.push_back(source);
+    if (source == morsel_source_) morsel_source_ = kNone;
+  }
+
+  // Appends the group's rows, best first, to the pending output and lets their batches go.
+  void close_group() {
+    const auto cmp = [this](const Candidate& a, const Candidate& b) { return better(a, b); };
+    std::sort_heap(heap_.begin(), heap_.end(), cmp);  // ascending in `better`: best first
+    ++flush_;
+    int64_t rank = 0;
+    for (const Candidate& c : heap_) {
+      if (stamp_[c.source] != flush_) {  // first row of this batch in this group
+        stamp_[c.source] = flush_;
+        out_index_[c.source] = static_cast<uint32_t>(out_sources_.size());
+        out_sources_.push_back(sources_[c.source]);
+      }
+      const uint32_t s = out_index_[c.source];
+      if (!out_segments_.empty() && out_segments_.back().source == s &&
+          out_segments_.back().start + out_segments_.back().length == c.row) {
+        ++out_segments_.back().length;
+      } else {
+        out_segments_.push_back({s, c.row, 1});
+      }
+      ++rank;
+      rank_.append_fixed(&rank);
+    }
+    for (const Candidate& c : heap_) release(c.source);
+    heap_.clear();
+  }
+
+  // The pending output rows as one batch (an empty Batch when there are none).
+  Batch take_output() {
+    if (out_segments_.empty()) return Batch();
+    Batch rows = gather(input_, out_sources_, out_segments_);
+    out_sources_.clear();
+    out_segments_.clear();
+    return with_extra_column(rows, output_, rank_);
+  }
+
+  std::shared_ptr<const Schema> input_;
+  std::shared_ptr<const Schema> output_;
+  int64_t k_;
+  std::string by_name_;
+  std::optional<std::string> per_name_;
+  bool descending_;
+  size_t by_ = 0;
+  DataType by_type_;
+  size_t per_ = 0;
+  DataType per_type_;
+
+  // The current group's per value.
+  bool in_group_ = false;
+  bool per_null_ = false;
+  uint64_t per_order_ = 0;
+  std::string per_text_;
+
+  std::vector<Candidate> heap_;  // the group's best rows so far, worst at the front
+  uint64_t arrival_ = 0;
+
+  // Batches holding retained rows: slot -> batch and how many retained rows are in it.
+  std::vector<Batch> sources_;
+  std::vector<int64_t> refs_;
+  std::vector<uint32_t> free_;
+  uint32_t morsel_source_ = kNone;
+
+  // Output pending for the current call: rows to gather, their ranks.
+  std::vector<Batch> out_sources_;
+  std::vector<Segment> out_segments_;
+  std::vector<uint64_t> stamp_;        // slot -> the close_group() that last listed it in out_sources_
+  std::vector<uint32_t> out_index_;    // slot -> its index in out_sources_ for that close_group()
+  uint64_t flush_ = 0;
+  ColumnBuilder rank_;
+};
+
+// ---- window_aggregate --------------------------------------------------------------------------
+
+// The time column read as int64, whatever its width, with the checks the operator relies on.
+class TimeReader {
+ public:
+  TimeReader(const Schema& input, const std::string& column) : name_(column) {
+    index_ = column_index(input, column, "time");
+    type_ = input.fields[index_].type;
+    if (!type_.is_temporal_key()) {
+      throw Error(ErrorKind::kInvalidInput, "time column '" + column + "' has type " + type_.to_string() +
+                                                "; window_aggregate needs timestamp, date32, int32 or int64");
+    }
+  }
+
+  int64_t at(const Batch& in, int64_t row) const {
+    const Column& c = in.column(index_);
+    if (c.validity != nullptr && !c.is_valid(row)) {
+      throw Error(ErrorKind::kNullTime, "window_aggregate: null in time column '" + name_ + "'");
+    }
+    return type_.byte_width() == 4 ? int64_t{c.typed<int32_t>()[row]} : c.typed<int64_t>()[row];
+  }
+
+  [[noreturn]] void went_back(int64_t previous, int64_t now, const char* whose) const {
+    throw Error(ErrorKind::kUnsorted, "window_aggregate: time column '" + name_ + "' went back from " +
+                                          format_time_value(previous, type_) + " to " +
+                                          format_time_value(now, type_) + " (" + whose +
+                                          "); the pipeline's time must not decrease");
+  }
+
+ private:
+  std::string name_;
+  size_t index_ = 0;
+  DataType type_;
+};
+
+std::string describe_query(const window::AggregateQuery& q) {
+  std::string s = "windows [s, s + " + std::to_string(q.window.size) + ") every " +
+                  std::to_string(q.window.advance) + " from " + std::to_string(q.window.offset) + " over " +
+                  q.time_column + ":";
+  for (const window::AggSpec& a : q.aggs) {
+    s += " " + a.name + "=" + window::agg_name(a.kind) + "(" + a.column + ")";
+  }
+  if (q.keys.empty()) return s + ", closing on the pipeline's time";
+  s += " by";
+  for (const std::string& k : q.keys) s += " " + k;
+  return s + ", closing per key";
+}
+
+// Without keys: window::WindowAggregate fed tuple by tuple, as aggregate() with one input.
+class GlobalWindows final : public Operator {
+ public:
+  GlobalWindows(std::shared_ptr<const Schema> input, const window::AggregateQuery& query)
+      : input_(std::move(input)), time_(*input_, query.time_column), description_(describe_query(query)),
+        windows_(*input_, query, INT64_MAX) {}  // one batch per call: take(true) cuts it
+
+  std::string name() const override { return "window_aggregate"; }
+  std::string describe() const override { return description_; }
+  OpKind kind() const override { return OpKind::kStateful; }
+  Selectivity selectivity() const override { return Selectivity::kAny; }
+  const std::shared_ptr<const Schema>& input_schema() const override { return input_; }
+  const std::shared_ptr<const Schema>& output_schema() const override { return windows_.output_schema(); }
+
+  Batch process(const Batch& in) override {
+    for (int64_t row = 0; row < in.num_rows(); ++row) {
+      const int64_t t = time_.at(in, row);
+      if (t < last_) time_.went_back(last_, t, "the previous tuple");
+      last_ = t;
+      windows_.add(in, row, t);
+    }
+    return take();
+  }
+
+  Batch finish() override {
+    windows_.finish();
+    return take();
+  }
+
+ private:
+  Batch take() {
+    std::optional<Batch> b = windows_.take(true);
+    return b ? std::move(*b) : Batch();
+  }
+
+  std::shared_ptr<const Schema> input_;
+  TimeReader time_;
+  std::string description_;
+  window::WindowAggregate windows_;
+  int64_t last_ = INT64_MIN;
+};
+
+// With keys: per partition a key table and, per key, a ring of the windows containing its latest
+// tuple. Those are exactly its open windows: a new tuple at t closes the ones ending at or before
+// t, and every one left contains t as well, so at most ceil(size / advance) are open at a time
+// and window k of key id lives in slot id * ring + (k mod ring) of each aggregate's states.
+class KeyedWindows final : public Operator {
+ public:
+  KeyedWindows(std::shared_ptr<const Schema> input, const window::AggregateQuery& query)
+      : input_(std::move(input)), time_(*input_, query.time_column), description_(describe_query(query)),
+        window_(query.window) {
+    // WindowOutput validates the query exactly as aggregate() does and gives its output schema.
+    output_ = window::WindowOutput(*input_, query, 1).output_schema();
+    Schema keys;
+    for (const std::string& k : query.keys) {
+      key_columns_.push_back(column_index(*input_, k, "key"));
+      keys.fields.push_back(input_->fields[key_columns_.back()]);
+    }
+    key_schema_ = std::make_shared<const Schema>(std::move(keys));
+    for (const window::AggSpec& spec : query.aggs) prototypes_.emplace_back(spec, *input_);
+    ring_ = (window_.size - 1) / window_.advance + 1;
+    set_partitions(1);
+  }
+
+  std::string name() const override { return "window_aggregate"; }
+  std::string describe() const override { return description_; }
+  OpKind kind() const override { return OpKind::kPartitioned; }
+  Selectivity selectivity() const override { return Selectivity::kAny; }
+  std::vector<size_t> key_columns() const override { return key_columns_; }
+  const std::shared_ptr<const Schema>& input_schema() const override { return input_; }
+  const std::shared_ptr<const Schema>& output_schema() const override { return output_; }
+
+  void set_partitions(size_t partitions) override {
+    if (partitions == 0) throw Error(ErrorKind::kUsage, "window_aggregate needs at least one partition");
+    parts_.clear();
+    for (size_t i = 0; i < partitions; ++i) parts_.push_back(std::make_unique<Partition>(*this));
+  }
+
+  Piece process_rows(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
+    Partition& p = *parts_.at(partition);
+    for (const int64_t row : rows) {
+      const int64_t t = time_.at(in, row);
+      const uint32_t key = p.keys.id(in, row);
+      if (key == p.last.size()) {
+        add_key(p, key);
+      } else {
+        const int64_t previous = p.last[key];
+        if (t < previous) time_.went_back(previous, t, "the key's previous tuple");
+        // Close the key's windows ending at or before t: those before the first window containing t.
+        const int64_t close_to = std::min(window_.last_k(previous), window_.first_k(t) - 1);
+        for (int64_t k = window_.first_k(previous); k <= close_to; ++k) {
+          close_window(p, key, k, p.out);
+          p.source_rows.push_back(row);
+        }
+      }
+      p.last[key] = t;
+      const int64_t kf = window_.first_k(t);
+      const int64_t kl = window_.last_k(t);
+      if (kf > kl) continue;  // in a gap between windows
+      for (size_t a = 0; a < prototypes_.size(); ++a) {
+        if (prototypes_[a].needs_value()) p.values[a] = prototypes_[a].read(in, row);
+      }
+      const int64_t slice = window_.slice_of(t);
+      for (int64_t k = kf; k <= kl; ++k) {
+        const uint32_t slot = slot_of(key, k);
+        for (size_t a = 0; a < p.aggs.size(); ++a) p.aggs[a].update(slot, p.values[a], slice);
+      }
+    }
+    if (p.source_rows.empty()) return {};
+    Piece piece{finish_batch(output_, p.out), std::move(p.source_rows)};
+    p.source_rows.clear();
+    return piece;
+  }
+
+  Batch finish() override {
+    // Every key with open windows, from every partition, decoded into one batch and entered into
+    // one key table: keys of different partitions then compare in KeyTable order.
+    struct Owner {
+      uint32_t part;
+      uint32_t key;
+    };
+    std::vector<Owner> owners;
+    std::vector<ColumnBuilder> key_builders;
+    for (const Field& f : key_schema_->fields) key_builders.emplace_back(f.type);
+    for (uint32_t part = 0; part < parts_.size(); ++part) {
+      const Partition& p = *parts_[part];
+      for (uint32_t key = 0; key < p.last.size(); ++key) {
+        if (window_.first_k(p.last[key]) > window_.last_k(p.last[key])) continue;  // nothing open
+        p.keys.append(key, key_builders, 0);
+        owners.push_back({part, key});
+      }
+    }
+    const Batch key_batch = finish_batch(key_schema_, key_builders);
+    std::vector<size_t> all(key_columns_.size());
+    for (size_t c = 0; c < all.size(); ++c) all[c] = c;
+    window::KeyTable order(*key_schema_, all);
+
+    struct Open {
+      int64_t k;
+      uint32_t global;  // id in `order`
+      uint32_t owner;   // index into owners
+    };
+    std::vector<Open> open;
+    for (uint32_t i = 0; i < owners.size(); ++i) {
+      const uint32_t global = order.id(key_batch, i);
+      const int64_t last = parts_[owners[i].part]->last[owners[i].key];
+      for (int64_t k = window_.first_k(last); k <= window_.last_k(last); ++k) open.push_back({k, global, i});
+    }
+    std::sort(open.begin(), open.end(), [&](const Open& a, const Open& b) {
+      if (a.k != b.k) return a.k < b.k;
+      return order.less(a.global, b.global);
+    });
+
+    std::vector<ColumnBuilder> out;
+    for (const Field& f : output_->fields) out.emplace_back(f.type);
+    for (const Open& o : open) close_window(*parts_[owners[o.owner].part], owners[o.owner].key, o.k, out);
+    set_partitions(parts_.size());  // everything was emitted: start empty
+    if (open.empty()) return Batch();
+    return finish_batch(output_, out);
+  }
+
+ private:
+  // One partition's state; only the worker running that partition touches it.
+  struct Partition {
+    explicit Partition(const KeyedWindows& op)
+        : keys(*op.input_, op.key_columns_), aggs(op.prototypes_), values(op.prototypes_.size()) {
+      for (const Field& f : op.output_->fields) out.emplace_back(f.type);
+    }
+    window::KeyTable keys;
+    std::vector<window::AggStates> aggs;  // per aggregate: slot id * ring + (k mod ring)
+    std::vector<int64_t> last;            // per key id: the time of its latest tuple
+    std::vector<window::Value> values;    // the current tuple's aggregate inputs
+    std::vector<ColumnBuilder> out;       // the current call's output rows
+    std::vector<int64_t> source_rows;
+  };
+
+  uint32_t slot_of(uint32_t key, int64_t k) const noexcept {
+    const int64_t m = ((k % ring_) + ring_) % ring_;
+    return static_cast<uint32_t>(static_cast<int64_t>(key) * ring_ + m);
+  }
+
+  // Makes room for a new key's ring in every aggregate's states.
+  void add_key(Partition& p, uint32_t key) {
+    const auto needed = (static_cast<uint64_t>(key) + 1) * static_cast<uint64_t>(ring_);
+    if (needed > uint64_t{UINT32_MAX}) {
+      throw Error(ErrorKind::kInvalidInput,
+                  "window_aggregate: too many open windows in one partition (" + std::to_string(key + 1) +
+                      " keys times " + std::to_string(ring_) + " windows per tuple)");
+    }
+    p.last.push_back(INT64_MIN);
+    for (window::AggStates& a : p.aggs) {
+      if (a.size() < needed) a.resize(std::max<size_t>(needed, 2 * a.size()));  // new cells are fresh
+    }
+  }
+
+  // Appends key `key`'s window k as one output row and frees its slot for a later window.
+  void close_window(Partition& p, uint32_t key, int64_t k, std::vector<ColumnBuilder>& out) {
+    const int64_t start = window_.start(k);
+    const int64_t end = window_.end(k);
+    out[0].append_fixed(&start);
+    out[1].append_fixed(&end);
+    p.keys.append(key, out, 2);
+    const size_t first_agg = 2 + key_columns_.size();
+    const uint32_t slot = slot_of(key, k);
+    for (size_t a = 0; a < p.aggs.size(); ++a) {
+      p.aggs[a].emit(slot, out[first_agg + a]);
+      p.aggs[a].reset(slot);
+    }
+  }
+
+  std::shared_ptr<const Schema> input_;
+  TimeReader time_;
+  std::string description_;
+  window::WindowSpec window_;
+  std::shared_ptr<const Schema> output_;
+  std::vector<size_t> key_columns_;
+  std::shared_ptr<const Schema> key_schema_;
+  std::vector<window::AggStates> prototypes_;
+  int64_t ring_ = 1;
+  std::vector<std::unique_ptr<Partition>> parts_;
+};
+
+}  // namespace
+
+OperatorPtr make_top_k(std::shared_ptr<const Schema> input, int64_t k, std::string by,
+                       std::optional<std::string> per, bool descending) {
+  return std::make_shared<TopK>(std::move(input), k, std::move(by), std::move(per), descending);
+}
+
+OperatorPtr make_window_aggregate(std::shared_ptr<const Schema> input, std::string time,
+                                  window::WindowSpec window, std::vector<window::AggSpec> aggs,
+                                  std::vector<std::string> keys) {
+  window::AggregateQuery query;
+  query.time_column = std::move(time);
+  query.keys = std::move(keys);
+  query.window = window;
+  query.aggs = std::move(aggs);
+  if (query.keys.empty()) return std::make_shared<GlobalWindows>(std::move(input), query);
+  return std::make_shared<KeyedWindows>(std::move(input), query);
+}
+
+}  // namespace pao::ops
