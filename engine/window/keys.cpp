@@ -259,7 +259,7 @@ void key_hashes(const Batch& batch, const std::vector<size_t>& columns, std::vec
         const std::string_view s = string_at(col, r, layout == Layout::kOffsets64);
         h = std::hash<std::string_view>{}(s);
       } else {
-        h = normalized(type, col, r);
+        h = key_order_value(type, col, r);
       }
       out[static_cast<size_t>(r)] = mix(out[static_cast<size_t>(r)] ^ (h + 0x9e3779b97f4a7c15ull));
     }
