@@ -2,6 +2,7 @@
 // The typed, documented API lives in the pyarrow_ops Python package.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -14,7 +15,9 @@
 #include "gate/tgate_bench.h"
 #include "gate/times.h"
 #include "ops/multiway.h"
+#include "python/pipeline_binding.h"
 #include "python/py_iter_source.h"
+#include "runtime/pipeline.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -374,6 +377,55 @@ NB_MODULE(_engine, m) {
       },
       "inputs"_a, "tuples"_a, "scan_all"_a, "producers"_a, "batch_rows"_a,
       "T-Gate throughput (Figure 7): (seconds, tuples read, peak live arenas).");
+  bind_pipeline(m);
+  m.def(
+      "run_pipeline",
+      [](std::vector<Stream*> inputs, std::string time, nb::handle specs, size_t threads, std::string scheduler,
+         std::string reorder, std::string partitioning, size_t partitions, int64_t morsel, size_t reorder_capacity,
+         size_t max_inflight, int64_t slice_us, int64_t batch_size) {
+        runtime::PipelineOptions o;
+        o.threads = threads;
+        static const std::pair<const char*, runtime::Heuristic> hs[] = {
+            {"qst", runtime::Heuristic::kQST}, {"lp", runtime::Heuristic::kLP},
+            {"et", runtime::Heuristic::kET},   {"ct", runtime::Heuristic::kCT}};
+        bool found = false;
+        for (const auto& [n, h] : hs)
+          if (scheduler == n) o.scheduler = h, found = true;
+        if (!found) throw Error(ErrorKind::kInvalidInput, "scheduler must be 'ct', 'lp', 'et' or 'qst', got '" + scheduler + "'");
+        if (reorder == "nonblocking") o.reorder = sync::ReorderScheme::kNonBlocking;
+        else if (reorder == "locked") o.reorder = sync::ReorderScheme::kLocked;
+        else throw Error(ErrorKind::kInvalidInput, "reorder must be 'nonblocking' or 'locked', got '" + reorder + "'");
+        if (partitioning == "hybrid") o.partitioning = sync::Partitioning::kHybrid;
+        else if (partitioning == "partitioned") o.partitioning = sync::Partitioning::kPartitioned;
+        else if (partitioning == "shared") o.partitioning = sync::Partitioning::kShared;
+        else throw Error(ErrorKind::kInvalidInput, "partitioning must be 'hybrid', 'partitioned' or 'shared', got '" + partitioning + "'");
+        o.partitions = partitions;
+        o.morsel_rows = morsel;
+        if (reorder_capacity != 0) o.reorder_capacity = reorder_capacity;
+        o.max_inflight = max_inflight;
+        if (slice_us > 0) o.slice = std::chrono::microseconds(slice_us);
+        // Ctrl-C, as for aggregate(): next() polls while it waits.
+        o.check_interrupt = [] {
+          nb::gil_scoped_acquire gil;
+          if (PyErr_CheckSignals() != 0) throw nb::python_error();
+        };
+        std::vector<std::unique_ptr<BatchSource>> sources;
+        for (Stream* s : inputs) sources.push_back(s->take());
+        std::unique_ptr<BatchSource> merged = gate::make_merge(std::move(sources), {time, batch_size});
+        std::vector<ops::OperatorPtr> ops = build_operators(merged->schema(), time, specs);
+        auto p = make_pipeline(std::move(merged), std::move(ops), std::move(o));
+        struct Source final : BatchSource {
+          std::shared_ptr<runtime::Pipeline> p;
+          const std::shared_ptr<const Schema>& schema() const noexcept override { return p->schema(); }
+          std::optional<Batch> next() override { return p->next(); }
+        };
+        auto src = std::make_unique<Source>();
+        src->p = p;
+        return std::make_pair(Stream{std::move(src)}, PipelineHandle{p});
+      },
+      "inputs"_a, "time"_a, "specs"_a, "threads"_a, "scheduler"_a, "reorder"_a, "partitioning"_a, "partitions"_a,
+      "morsel"_a, "reorder_capacity"_a, "max_inflight"_a, "slice_us"_a, "batch_size"_a,
+      "Runs a pipeline over time-sorted streams merged by (time, input, position); consumes the inputs.");
   m.def("live_exports", &arrow::live_exports,
         "Exported Arrow structs whose release callback has not run yet.");
 

@@ -1,0 +1,309 @@
+"""Ordered parallel pipelines: chains of operators over time-sorted inputs that use every core
+and give exactly the output of a sequential run (docs/pipeline.md)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from pyarrow_ops import _engine
+from pyarrow_ops.aggregate import _aggs, _keys
+from pyarrow_ops.aggregates import Agg
+from pyarrow_ops.expr import Expr, col
+from pyarrow_ops.io import Input, Result, as_input_list, as_stream
+from pyarrow_ops.windows import Window, _in_units
+
+SCHEDULERS = ("ct", "lp", "et", "qst")
+"""Scheduling heuristics (ordered-processing paper, section 6): ``"ct"`` (the default) runs the
+operator with the least normalised throughput in the current window; ``"lp"`` the last operator
+with work; ``"et"`` the one with the most estimated work per worker; ``"qst"`` the earliest whose
+output queue is under its share of the capacity."""
+REORDERS = ("nonblocking", "locked")
+"""How outputs of concurrent workers are put back in order: ``"nonblocking"`` (the default) never
+makes a worker wait for another; ``"locked"`` is the mutex baseline."""
+PARTITIONINGS = ("hybrid", "partitioned", "shared")
+"""How partitioned operators share work: ``"hybrid"`` (the default; per-partition queues plus a
+master queue, work delegated to the partition's active worker), ``"partitioned"`` (a queue per
+partition), ``"shared"`` (one queue, key locks)."""
+
+
+def _duration(value: int | dt.timedelta, name: str, time_type: pa.DataType) -> int:
+    return _in_units(value, name, time_type)
+
+
+def _agg_specs(aggs: Mapping[str, Agg]) -> list[tuple[str, str, str]]:
+    return _aggs(aggs)
+
+
+def _names(columns: str | Iterable[str], what: str) -> list[str]:
+    if isinstance(columns, str):
+        return [columns]
+    out = list(columns)
+    if not out or not all(isinstance(c, str) for c in out):
+        raise TypeError(f"{what} must be a column name or a non-empty list of names, got {columns!r}")
+    return out
+
+
+def _key(key: str | list[str]) -> list[str]:
+    keys = _keys(key)
+    if not keys:
+        raise TypeError("key must be a column name or a list of column names")
+    return keys
+
+
+def _expr(value: Any, what: str) -> Expr:
+    if isinstance(value, Expr):
+        return value
+    raise TypeError(f"{what} must be an expression such as col('x') > 3, got {type(value).__name__}")
+
+
+class Pipeline:
+    """A chain of operators over one or several time-sorted inputs.
+
+    Each method returns a new pipeline with one more operator; nothing runs until :meth:`run`.
+    The inputs are merged in the merged order (time, input index, position) as for
+    :func:`pyarrow_ops.merge`.
+
+    >>> import pyarrow as pa, pyarrow_ops as po
+    >>> from pyarrow_ops import col
+    >>> t = pa.table({"ts": [1, 2, 40, 41], "user": [1, 1, 1, 2], "page": [3, 4, 5, 6]})
+    >>> p = po.Pipeline(t, time="ts").filter(col("page") > 3).sessionize("user", gap=30)
+    >>> p.run(threads=2).to_arrow().to_pydict()
+    {'ts': [2, 40, 41], 'user': [1, 1, 2], 'page': [4, 5, 6], 'session': [0, 1, 0]}
+    """
+
+    def __init__(self, inputs: Input | Iterable[Input], *, time: str) -> None:
+        if not isinstance(time, str):
+            raise TypeError(f"time must be a column name (str), got {type(time).__name__}")
+        self._inputs = as_input_list(inputs)
+        if not self._inputs:
+            raise _engine.InvalidInputError("a pipeline needs at least one input")
+        self._time = time
+        self._ops: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+        self._last: PipelineResult | None = None
+
+    def _add(self, name: str, *args: Any) -> Pipeline:
+        p = Pipeline.__new__(Pipeline)
+        p._inputs, p._time, p._ops, p._last = self._inputs, self._time, (*self._ops, (name, args)), None
+        return p
+
+    # Stateless operators.
+    def filter(self, predicate: Expr) -> Pipeline:
+        """Keeps the rows where ``predicate`` is true (null counts as false)."""
+        return self._add("filter", _expr(predicate, "predicate"))
+
+    def select(self, *columns: str | Expr, **named: Expr) -> Pipeline:
+        """Only the given columns: names, ``col(...)`` references, then ``name=expression``."""
+        items: list[tuple[str, Expr]] = []
+        for c in columns:
+            if isinstance(c, str):
+                items.append((c, col(c)))
+            elif isinstance(c, Expr) and c._to_ir()[0] == "col":
+                items.append((c._to_ir()[1], c))
+            else:
+                raise TypeError(f"select takes column names or col(...) positionally and name=expression "
+                                f"by keyword, got {c!r}")
+        items += [(n, _expr(e, n)) for n, e in named.items()]
+        return self._add("select", items)
+
+    def with_columns(self, **named: Expr) -> Pipeline:
+        """The input columns plus (or replacing) ``name=expression`` for each keyword."""
+        if not named:
+            raise TypeError("with_columns needs at least one name=expression")
+        return self._add("with_columns", [(n, _expr(e, n)) for n, e in named.items()])
+
+    def map_batches(self, fn: Callable[[pa.RecordBatch], pa.RecordBatch], schema: pa.Schema | None = None) -> Pipeline:
+        """Applies a Python function to each morsel (a record batch of some of the rows).
+
+        ``fn`` must treat rows independently (the engine cuts batches as it likes), return a
+        record batch of ``schema`` (default: the schema of ``fn`` applied to an empty batch) and
+        may return any number of rows. It runs under the GIL, so it never runs on two workers at
+        once; the rest of the pipeline keeps running in parallel meanwhile. An exception it
+        raises stops the run and reaches the caller unchanged.
+        """
+        if not callable(fn):
+            raise TypeError(f"map_batches needs a callable, got {type(fn).__name__}")
+        return self._add("map_batches", fn, schema)
+
+    # Partitioned stateful operators.
+    def sessionize(self, key: str | list[str], gap: int | dt.timedelta, name: str = "session") -> Pipeline:
+        """Adds ``name`` (int64): the tuple's session number within its key, a new session
+        starting when the time since the key's previous tuple is greater than ``gap``."""
+        return self._add("sessionize", _key(key), gap, name)
+
+    def lag(self, key: str | list[str], columns: str | list[str], suffix: str = "_prev") -> Pipeline:
+        """Adds ``c + suffix`` per column: the value of the key's previous tuple (null if none)."""
+        return self._add("lag", _key(key), _names(columns, "columns"), suffix)
+
+    def delta(self, key: str | list[str], columns: str | list[str] | None = None, suffix: str = "_delta") -> Pipeline:
+        """Adds ``c + suffix``: ``c`` minus the key's previous ``c`` (null for its first tuple).
+        Default columns: the time column."""
+        return self._add("delta", _key(key), [] if columns is None else _names(columns, "columns"), suffix)
+
+    def running(self, key: str | list[str], aggs: Mapping[str, Agg]) -> Pipeline:
+        """Adds one column per aggregate over the key's tuples so far, this one included."""
+        return self._add("running", _key(key), _agg_specs(aggs))
+
+    def dedupe(self, key: str | list[str], within: int | dt.timedelta | None = None) -> Pipeline:
+        """Keeps a key's first tuple; with ``within``, also a tuple more than ``within`` after the
+        key's last kept one."""
+        return self._add("dedupe", _key(key), within)
+
+    def pairs(self, key: str | list[str], item: str, gap: int | dt.timedelta) -> Pipeline:
+        """For each item new to a key's session, a row per earlier distinct item of the session:
+        key columns, time, ``item_a`` (the lesser), ``item_b`` (the greater)."""
+        if not isinstance(item, str):
+            raise TypeError(f"item must be a column name, got {item!r}")
+        return self._add("pairs", _key(key), item, gap)
+
+    def window_aggregate(self, window: Window, aggs: Mapping[str, Agg], key: str | list[str] | None = None) -> Pipeline:
+        """Window rows as :func:`pyarrow_ops.aggregate`. With a key, partitioned: a key's windows
+        close when its own time passes them (docs/pipeline.md); without one, stateful."""
+        if not isinstance(window, Window):
+            raise TypeError(f"window must be po.sliding(...) or po.tumbling(...), got {window!r}")
+        return self._add("window_aggregate", _keys(key), window, _agg_specs(aggs))
+
+    # Stateful operators.
+    def top_k(self, k: int, by: str, per: str | None = None, descending: bool = True) -> Pipeline:
+        """The ``k`` best rows by ``by`` of each run of equal ``per`` values, plus ``rank``."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a positive int, got {k!r}")
+        return self._add("top_k", k, by, per, bool(descending))
+
+    def parametric(self, kind: str = "stateless", cost_us: float = 10.0, selectivity: float = 1.0,
+                   state_bytes: int = 0, key: str | list[str] | None = None) -> Pipeline:
+        """The experiments' operator (docs/pipeline.md): spins ``cost_us`` per tuple and adds
+        ``p_state``, an order-sensitive hash."""
+        if kind not in ("stateless", "partitioned", "stateful"):
+            raise ValueError(f"kind must be 'stateless', 'partitioned' or 'stateful', got {kind!r}")
+        if kind == "partitioned" and key is None:
+            raise TypeError("a partitioned parametric operator needs key=")
+        return self._add("parametric", kind, _keys(key), float(cost_us), float(selectivity), int(state_bytes))
+
+    # Planning and running.
+    def _specs(self, time_type: pa.DataType) -> list[tuple[Any, ...]]:
+        specs: list[tuple[Any, ...]] = []
+        for name, args in self._ops:
+            if name == "filter":
+                specs.append((name, args[0]._to_ir()))
+            elif name in ("select", "with_columns"):
+                specs.append((name, [(n, e._to_ir()) for n, e in args[0]]))
+            elif name == "sessionize":
+                specs.append((name, args[0], _duration(args[1], "gap", time_type), args[2]))
+            elif name == "dedupe":
+                within = None if args[1] is None else _duration(args[1], "within", time_type)
+                specs.append((name, args[0], within))
+            elif name == "pairs":
+                specs.append((name, args[0], args[1], _duration(args[2], "gap", time_type)))
+            elif name == "window_aggregate":
+                size, advance, offset = args[1].resolve(time_type)
+                specs.append((name, args[0], size, advance, offset, args[2]))
+            else:
+                specs.append((name, *args))
+        return specs
+
+    def _schema(self) -> pa.Schema:
+        first = self._inputs[0]
+        if isinstance(first, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)):
+            return first.schema
+        if hasattr(first, "__arrow_c_schema__") or hasattr(first, "__arrow_c_stream__"):
+            return pa.schema(first) if hasattr(first, "__arrow_c_schema__") else pa.table(first).schema
+        raise TypeError("explain() needs inputs whose schema is known without reading them (tables, readers)")
+
+    def _time_type(self, schema: pa.Schema) -> pa.DataType:
+        if self._time not in schema.names:
+            raise _engine.InvalidInputError(
+                f"time column '{self._time}' not found in input 0; its columns are: {', '.join(schema.names)}")
+        return schema.field(self._time).type
+
+    def plan(self) -> list[dict[str, Any]]:
+        """The operators as the engine sees them: name, description, kind, selectivity, keys,
+        max_parallelism (None: every worker) and output_schema."""
+        schema = self._schema()
+        return _engine.plan(schema, self._time, self._specs(self._time_type(schema)))
+
+    def explain(self) -> str:
+        """One line per operator: its kind, keys, selectivity class and maximum parallelism.
+
+        >>> import pyarrow as pa, pyarrow_ops as po
+        >>> print(po.Pipeline(pa.table({"t": [1], "u": [2]}), time="t").sessionize("u", gap=5).explain())
+        0 sessionize  partitioned by [u]  selectivity: exactly one  parallelism: partitions
+        """
+        lines = []
+        for i, op in enumerate(self.plan()):
+            kind = op["kind"] + (f" by [{', '.join(op['keys'])}]" if op["keys"] else "")
+            par = {"stateful": "1", "partitioned": "partitions"}.get(op["kind"]) or (
+                str(op["max_parallelism"]) if op["max_parallelism"] else "every worker")
+            lines.append(f"{i} {op['name']}  {kind}  selectivity: {op['selectivity']}  parallelism: {par}")
+        return "\n".join(lines)
+
+    def run(self, threads: int | None = None, scheduler: str = "ct", reorder: str = "nonblocking",
+            partitioning: str = "hybrid", *, morsel: int | None = None, partitions: int | None = None,
+            reorder_capacity: int | None = None, max_inflight: int | None = None, slice_us: int | None = None,
+            batch_size: int = 65536) -> PipelineResult:
+        """Runs the pipeline; returns a :class:`PipelineResult` (read it once, like any Result).
+
+        Every combination of the options gives the identical result; they change only speed.
+
+        Args:
+            threads: workers (default: cores).
+            scheduler: one of :data:`SCHEDULERS`.
+            reorder: one of :data:`REORDERS`.
+            partitioning: one of :data:`PARTITIONINGS`.
+            morsel: rows per unit of work (default adaptive); 1 processes tuple by tuple.
+            partitions: partitions of partitioned operators (default 64 for hybrid, else threads).
+            reorder_capacity: inputs an operator may run ahead of its oldest unfinished one.
+            max_inflight: morsels alive at once before reading more input.
+            slice_us: microseconds a worker stays on one operator before rescheduling.
+            batch_size: rows per batch when several inputs are merged.
+        """
+        for name, value, allowed in (("scheduler", scheduler, SCHEDULERS), ("reorder", reorder, REORDERS),
+                                     ("partitioning", partitioning, PARTITIONINGS)):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+        for name, value in (("threads", threads), ("morsel", morsel), ("partitions", partitions),
+                            ("reorder_capacity", reorder_capacity), ("max_inflight", max_inflight),
+                            ("slice_us", slice_us)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        streams: list[_engine.Stream] = []
+        try:
+            for index, item in enumerate(self._inputs):
+                streams.append(as_stream(item, index))
+            schema = pa.schema(streams[0])
+            specs = self._specs(self._time_type(schema))
+            native, handle = _engine.run_pipeline(
+                streams, self._time, specs, threads or 0, scheduler, reorder, partitioning, partitions or 0,
+                morsel or 0, reorder_capacity or 0, max_inflight or 0, slice_us or 0, batch_size)
+        finally:
+            for stream in streams:
+                stream.close()
+        self._last = PipelineResult(native, handle)
+        return self._last
+
+    def stats(self) -> dict[str, Any]:
+        """The statistics of this pipeline's last run (see :meth:`PipelineResult.stats`)."""
+        if self._last is None:
+            raise _engine.UsageError("stats() needs a run first: call run()")
+        return self._last.stats()
+
+    def __repr__(self) -> str:
+        return f"Pipeline(time={self._time!r}, operators={[n for n, _ in self._ops]})"
+
+
+class PipelineResult(Result):
+    """A :class:`Result` of a pipeline run, with its statistics."""
+
+    def __init__(self, native: _engine.Stream, handle: _engine.PipelineHandle) -> None:
+        super().__init__(native)
+        self._handle = handle
+
+    def stats(self) -> dict[str, Any]:
+        """Per operator (``operators``): tuples in and out, worker time, cost per tuple,
+        selectivity, queued tuples, maximum and peak parallelism; overall: tuples in and out,
+        threads, partitions, peak morsels alive, and ``latencies_ns``: per result batch, the time
+        from the first operator starting on its input to its arrival at the output."""
+        return self._handle.stats()
