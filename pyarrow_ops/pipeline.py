@@ -243,7 +243,7 @@ class Pipeline:
     def run(self, threads: int | None = None, scheduler: str = "ct", reorder: str = "nonblocking",
             partitioning: str = "hybrid", *, morsel: int | None = None, partitions: int | None = None,
             reorder_capacity: int | None = None, max_inflight: int | None = None, slice_us: int | None = None,
-            batch_size: int = 65536) -> PipelineResult:
+            batch_size: int = 65536, rate: float = 0.0) -> PipelineResult:
         """Runs the pipeline; returns a :class:`PipelineResult` (read it once, like any Result).
 
         Every combination of the options gives the identical result; they change only speed.
@@ -259,6 +259,7 @@ class Pipeline:
             max_inflight: morsels alive at once before reading more input.
             slice_us: microseconds a worker stays on one operator before rescheduling.
             batch_size: rows per batch when several inputs are merged.
+            rate: for benchmarks: input tuples per second to pace reading to (0: no limit).
         """
         for name, value, allowed in (("scheduler", scheduler, SCHEDULERS), ("reorder", reorder, REORDERS),
                                      ("partitioning", partitioning, PARTITIONINGS)):
@@ -277,7 +278,7 @@ class Pipeline:
             specs = self._specs(self._time_type(schema))
             native, handle = _engine.run_pipeline(
                 streams, self._time, specs, threads or 0, scheduler, reorder, partitioning, partitions or 0,
-                morsel or 0, reorder_capacity or 0, max_inflight or 0, slice_us or 0, batch_size)
+                morsel or 0, reorder_capacity or 0, max_inflight or 0, slice_us or 0, batch_size, float(rate))
         finally:
             for stream in streams:
                 stream.close()

@@ -382,7 +382,7 @@ NB_MODULE(_engine, m) {
       "run_pipeline",
       [](std::vector<Stream*> inputs, std::string time, nb::handle specs, size_t threads, std::string scheduler,
          std::string reorder, std::string partitioning, size_t partitions, int64_t morsel, size_t reorder_capacity,
-         size_t max_inflight, int64_t slice_us, int64_t batch_size) {
+         size_t max_inflight, int64_t slice_us, int64_t batch_size, double rate) {
         runtime::PipelineOptions o;
         o.threads = threads;
         static const std::pair<const char*, runtime::Heuristic> hs[] = {
@@ -403,6 +403,7 @@ NB_MODULE(_engine, m) {
         o.morsel_rows = morsel;
         if (reorder_capacity != 0) o.reorder_capacity = reorder_capacity;
         o.max_inflight = max_inflight;
+        o.rate = rate;
         if (slice_us > 0) o.slice = std::chrono::microseconds(slice_us);
         // Ctrl-C, as for aggregate(): next() polls while it waits.
         o.check_interrupt = [] {
@@ -424,7 +425,7 @@ NB_MODULE(_engine, m) {
         return std::make_pair(Stream{std::move(src)}, PipelineHandle{p});
       },
       "inputs"_a, "time"_a, "specs"_a, "threads"_a, "scheduler"_a, "reorder"_a, "partitioning"_a, "partitions"_a,
-      "morsel"_a, "reorder_capacity"_a, "max_inflight"_a, "slice_us"_a, "batch_size"_a,
+      "morsel"_a, "reorder_capacity"_a, "max_inflight"_a, "slice_us"_a, "batch_size"_a, "rate"_a,
       "Runs a pipeline over time-sorted streams merged by (time, input, position); consumes the inputs.");
   m.def("live_exports", &arrow::live_exports,
         "Exported Arrow structs whose release callback has not run yet.");

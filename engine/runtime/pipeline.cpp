@@ -333,7 +333,14 @@ void Pipeline::ingress_main() {
       std::optional<Batch> b = source_->next();
       if (!b) break;
       if (b->num_rows() == 0) continue;
-      tuples_in_.fetch_add(b->num_rows(), std::memory_order_relaxed);
+      const int64_t before = tuples_in_.fetch_add(b->num_rows(), std::memory_order_relaxed);
+      if (options_.rate > 0) {
+        // Release the batch when its first tuple is due at the given rate.
+        const auto due = start_ + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(before) * 1e9 / options_.rate));
+        while (std::chrono::steady_clock::now() < due && !stop_.load(std::memory_order_relaxed)) {
+          std::this_thread::sleep_until(std::min(due, std::chrono::steady_clock::now() + std::chrono::milliseconds(5)));
+        }
+      }
       link(0, prepare(0, std::move(*b), 0));
     }
     stages_[0]->input_closed.store(true, std::memory_order_release);

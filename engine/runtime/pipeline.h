@@ -65,6 +65,9 @@ struct PipelineOptions {
   std::chrono::microseconds slice{200};
   // CT's window over which worker time per operator is measured.
   std::chrono::microseconds ct_window{10000};
+  // Input tuples per second the ingress paces itself to (0 = as fast as possible): for latency
+  // measurements at a given load.
+  double rate = 0;
   // Called about every 50 ms while next() waits; what it throws fails the run.
   std::function<void()> check_interrupt;
 };

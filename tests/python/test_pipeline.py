@@ -1,0 +1,233 @@
+"""Pipelines on the engine against the plain reference (pipeline_reference.py), and the ordered
+execution promise: every combination of threads, scheduler, reorder scheme, partitioning and
+morsel size gives the byte-identical table of the sequential run."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import hypothesis.strategies as st
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import pyarrow_ops as po
+from pipeline_reference import run_reference
+from pyarrow_ops import col
+
+CONFIGS = [
+    dict(threads=1),
+    dict(threads=2, morsel=1, reorder_capacity=2, max_inflight=4),  # the debug setting: one tuple at a time
+    dict(threads=2, scheduler="lp", reorder="locked", partitioning="partitioned", morsel=7),
+    dict(threads=3, scheduler="et", partitioning="shared", morsel=5, partitions=3),
+    dict(threads=4, scheduler="qst", reorder="locked", morsel=3),
+    dict(threads=2, scheduler="ct", partitioning="hybrid"),
+]
+RUNS = {"configurations": 0}
+
+
+def _inputs(rng: random.Random, n_inputs: int, rows: int, keys: int, string_keys: bool) -> list[pa.Table]:
+    out = []
+    for i in range(n_inputs):
+        n = rng.randrange(0, rows + 1)
+        ts = sorted(rng.randrange(0, rows * 3) for _ in range(n))
+        k = [rng.randrange(keys) for _ in range(n)]
+        out.append(pa.table({
+            "ts": pa.array(ts, pa.int64()),
+            "k": pa.array([f"u{x}" for x in k] if string_keys else k, pa.string() if string_keys else pa.int64()),
+            "v": pa.array([None if rng.random() < 0.1 else rng.randrange(-50, 50) for _ in range(n)], pa.int64()),
+            "item": pa.array([rng.randrange(6) for _ in range(n)], pa.int64()),
+        }))
+    return out
+
+
+def _random_chain(rng: random.Random) -> list[tuple]:
+    """(engine method, args, kwargs, reference spec) per operator; schema-preserving ones first,
+    then at most one that reshapes the rows."""
+    chain = []
+    used = 0
+    for _ in range(rng.randrange(1, 5)):
+        used += 1
+        choice = rng.choice(["filter", "with_columns", "sessionize", "lag", "running", "delta", "dedupe", "map"])
+        c = rng.randrange(-20, 20)
+        if choice == "filter":
+            chain.append(("filter", (col("v") > c,), {},
+                          {"op": "filter", "pred": lambda r, c=c: None if r["v"] is None else r["v"] > c}))
+        elif choice == "with_columns":
+            name = f"w{used}"
+            chain.append(("with_columns", (), {name: col("v") * 2 + c},
+                          {"op": "with_columns",
+                           "named": {name: (lambda r, c=c: None if r["v"] is None else r["v"] * 2 + c, pa.int64())}}))
+        elif choice == "sessionize":
+            gap = rng.randrange(0, 10)
+            chain.append(("sessionize", ("k",), {"gap": gap, "name": f"s{used}"},
+                          {"op": "sessionize", "key": "k", "gap": gap, "name": f"s{used}"}))
+        elif choice == "lag":
+            chain.append(("lag", ("k", "v"), {"suffix": f"_p{used}"},
+                          {"op": "lag", "key": "k", "columns": "v", "suffix": f"_p{used}"}))
+        elif choice == "delta":
+            chain.append(("delta", ("k", ["v", "ts"]), {"suffix": f"_d{used}"},
+                          {"op": "delta", "key": "k", "columns": ["v", "ts"], "suffix": f"_d{used}"}))
+        elif choice == "running":
+            aggs = {f"n{used}": po.count(), f"s{used}": po.sum("v"), f"f{used}": po.first("v"), f"m{used}": po.max("v")}
+            chain.append(("running", ("k", aggs), {}, {"op": "running", "key": "k", "aggs": aggs}))
+        elif choice == "dedupe":
+            within = rng.choice([None, 3])
+            chain.append(("dedupe", ("k",), {"within": within}, {"op": "dedupe", "key": "k", "within": within}))
+        else:
+            def fn(b: pa.RecordBatch) -> pa.RecordBatch:
+                return b.filter(pa.compute.not_equal(pa.compute.bit_wise_and(b.column("item"), 1), 1))
+            chain.append(("map_batches", (fn,), {}, {"op": "map_batches", "fn": fn}))
+    tail = rng.choice(["none", "pairs", "window", "window_topk", "global_window"])
+    if tail == "pairs":
+        gap = rng.randrange(0, 8)
+        chain.append(("pairs", ("k", "item", gap), {}, {"op": "pairs", "key": "k", "item": "item", "gap": gap}))
+    elif tail in ("window", "window_topk"):
+        w = po.sliding(size=rng.randrange(2, 9), advance=rng.randrange(1, 5))
+        aggs = {"n": po.count(), "total": po.sum("v"), "last": po.last("v")}
+        chain.append(("window_aggregate", (w, aggs), {"key": "k"},
+                      {"op": "window_aggregate", "window": (w.size, w.advance), "aggs": aggs, "key": "k"}))
+        if tail == "window_topk":
+            chain.append(("top_k", (2, "n"), {"per": "window_start"},
+                          {"op": "top_k", "k": 2, "by": "n", "per": "window_start"}))
+    elif tail == "global_window":
+        w = po.tumbling(rng.randrange(2, 9))
+        aggs = {"n": po.count(), "mx": po.max("v")}
+        chain.append(("window_aggregate", (w, aggs), {},
+                      {"op": "window_aggregate", "window": (w.size, w.advance), "aggs": aggs}))
+    return chain
+
+
+def _engine_pipeline(inputs: list[pa.Table], chain: list[tuple]) -> po.Pipeline:
+    p = po.Pipeline(inputs, time="ts")
+    for method, args, kwargs, _ in chain:
+        p = getattr(p, method)(*args, **kwargs)
+    return p
+
+
+def _same(got: pa.Table, expected: pa.Table) -> None:
+    assert got.schema.names == expected.schema.names
+    assert [f.type for f in got.schema] == [f.type for f in expected.schema]
+    assert got.to_pylist() == expected.to_pylist()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n_inputs=st.integers(1, 3), rows=st.integers(0, 300),
+       keys=st.integers(1, 12), string_keys=st.booleans())
+def test_random_pipelines_equal_the_reference_in_every_configuration(seed, n_inputs, rows, keys, string_keys):
+    rng = random.Random(seed)
+    inputs = _inputs(rng, n_inputs, rows, keys, string_keys)
+    chain = _random_chain(rng)
+    expected = run_reference(inputs, "ts", [spec for *_, spec in chain])
+    for config in CONFIGS:
+        got = _engine_pipeline(inputs, chain).run(**config).to_arrow()
+        _same(got, expected)
+        RUNS["configurations"] += 1
+
+
+def test_every_option_combination_equals_the_sequential_run():
+    rng = random.Random(7)
+    inputs = _inputs(rng, 2, 2000, 30, False)
+    p = (po.Pipeline(inputs, time="ts").filter(col("v").is_not_null()).sessionize("k", gap=4)
+         .parametric("partitioned", cost_us=0.0, key="k").parametric("stateful", cost_us=0.0)
+         .with_columns(x=col("v") + 1).running("k", {"n": po.count()}))
+    expected = p.run(threads=1, morsel=4096).to_arrow()
+    count = 0
+    for threads, scheduler, reorder, partitioning, morsel in itertools.product(
+            (1, 2, 4), po.pipeline.SCHEDULERS, po.pipeline.REORDERS, po.pipeline.PARTITIONINGS, (1, 16, None)):
+        got = p.run(threads=threads, scheduler=scheduler, reorder=reorder, partitioning=partitioning,
+                    morsel=morsel).to_arrow()
+        assert got.equals(expected), (threads, scheduler, reorder, partitioning, morsel)
+        count += 1
+    assert count == 3 * 4 * 2 * 3 * 3
+
+
+def test_result_converts_to_arrow_and_polars_without_copying():
+    t = pa.table({"ts": list(range(100)), "k": [i % 3 for i in range(100)]})
+    p = po.Pipeline(t, time="ts").filter(col("k") >= 0)
+    out = p.run(threads=2, morsel=100).to_arrow()
+    assert out.column("ts").chunks[0].buffers()[1].address == t.column("ts").chunks[0].buffers()[1].address
+    df = po.Pipeline(t, time="ts").sessionize("k", gap=1).run(threads=2).to_polars()
+    assert df.columns == ["ts", "k", "session"]
+
+
+def test_explain_lists_kinds_keys_selectivity_and_parallelism():
+    t = pa.table({"ts": [1], "k": [1], "v": [1.0]})
+    text = (po.Pipeline(t, time="ts").filter(col("v") > 0).sessionize("k", gap=5).top_k(3, "v").explain())
+    assert text.splitlines() == [
+        "0 filter  stateless  selectivity: at most one  parallelism: every worker",
+        "1 sessionize  partitioned by [k]  selectivity: exactly one  parallelism: partitions",
+        "2 top_k  stateful  selectivity: any  parallelism: 1",
+    ]
+
+
+def test_stats_report_every_operator():
+    t = pa.table({"ts": list(range(1000)), "k": [i % 7 for i in range(1000)]})
+    p = po.Pipeline(t, time="ts").filter(col("k") != 0).sessionize("k", gap=10)
+    result = p.run(threads=2)
+    n = result.to_arrow().num_rows
+    s = p.stats()
+    assert [o["name"] for o in s["operators"]] == ["filter", "sessionize"]
+    assert s["tuples_in"] == 1000 and s["tuples_out"] == n
+    assert s["operators"][0]["tuples_out"] == s["operators"][1]["tuples_in"] == n
+    assert s["operators"][1]["kind"] == "partitioned"
+
+
+def test_map_batches_error_reaches_the_caller_unchanged():
+    t = pa.table({"ts": list(range(1000)), "k": [1] * 1000})
+
+    class Boom(Exception):
+        pass
+
+    def fn(b):
+        if b.column("ts")[0].as_py() > 500:
+            raise Boom("bad batch")
+        return b
+
+    with pytest.raises(Boom, match="bad batch"):
+        po.Pipeline(t, time="ts").map_batches(fn).run(threads=2, morsel=10).to_arrow()
+
+
+def test_map_batches_wrong_schema_names_the_operator():
+    t = pa.table({"ts": list(range(100)), "k": [1] * 100})
+    calls = {"n": 0}
+
+    def fn(b):
+        calls["n"] += 1
+        return b if calls["n"] < 3 else b.select(["ts"])
+
+    with pytest.raises(po.SchemaMismatchError, match=r"map_batches \(operator 0\)"):
+        po.Pipeline(t, time="ts").map_batches(fn).run(threads=2, morsel=10).to_arrow()
+
+
+def test_bad_expressions_and_arguments_give_clear_errors():
+    t = pa.table({"ts": [1, 2], "k": ["a", "b"]})
+    with pytest.raises(po.InvalidInputError, match=r"operator 0 \(filter\).*'nope'"):
+        po.Pipeline(t, time="ts").filter(col("nope") > 1).run()
+    with pytest.raises((po.InvalidInputError, TypeError), match=r"operator 0 \(filter\)"):
+        po.Pipeline(t, time="ts").filter(col("k") + 1 > 1).run()
+    with pytest.raises(po.InvalidInputError, match="sessionize"):
+        po.Pipeline(t, time="ts").sessionize("missing", gap=1).run()
+    with pytest.raises(ValueError, match="scheduler"):
+        po.Pipeline(t, time="ts").filter(col("ts") > 0).run(scheduler="fifo")
+
+
+def test_unsorted_input_names_input_and_row():
+    t = pa.table({"ts": [1, 5, 3], "k": [1, 1, 1]})
+    with pytest.raises(po.UnsortedInputError, match="input 0"):
+        po.Pipeline(t, time="ts").sessionize("k", gap=1).run(threads=2).to_arrow()
+
+
+def test_a_failed_run_releases_its_batches():
+    t = pa.table({"ts": list(range(5000)), "k": [i % 5 for i in range(5000)]})
+    before = po._engine.live_exports()
+
+    def fn(b):
+        raise RuntimeError("stop")
+
+    for _ in range(3):
+        with pytest.raises(RuntimeError):
+            po.Pipeline(t, time="ts").sessionize("k", gap=3).map_batches(fn, schema=pa.schema(
+                [("ts", pa.int64()), ("k", pa.int64()), ("session", pa.int64())])).run(threads=2, morsel=50).to_arrow()
+    assert po._engine.live_exports() == before
