@@ -12,6 +12,7 @@ from pyarrow_ops import errors
 from pyarrow_ops.aggregate import DESIGNS, AggregateResult, LiveAggregate, aggregate, live_aggregate
 from pyarrow_ops.aggregates import Agg, count, first, last, max, mean, min, sum  # noqa: A004
 from pyarrow_ops.errors import *  # noqa: F403 (the exception classes, listed in errors.__all__)
+from pyarrow_ops.expr import Expr, col, lit
 from pyarrow_ops.io import Result
 from pyarrow_ops.merge import merge
 from pyarrow_ops.windows import Window, sliding, tumbling
@@ -19,7 +20,7 @@ from pyarrow_ops.windows import Window, sliding, tumbling
 __version__ = "0.1.0"
 
 __all__ = [
-    "DESIGNS", "Agg", "AggregateResult", "LiveAggregate", "Result", "Window",
-    "aggregate", "count", "first", "last", "live_aggregate", "max", "mean", "merge", "min",
+    "DESIGNS", "Agg", "AggregateResult", "Expr", "LiveAggregate", "Result", "Window",
+    "aggregate", "col", "count", "first", "last", "lit", "live_aggregate", "max", "mean", "merge", "min",
     "sliding", "sum", "tumbling", *errors.__all__,
 ]

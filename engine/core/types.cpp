@@ -1,6 +1,7 @@
 #include "core/types.h"
 
 #include <cstdio>
+#include <utility>
 
 namespace pao {
 
@@ -70,6 +71,50 @@ std::string DataType::to_string() const {
     }
   }
   return "?";
+}
+
+std::optional<DataType> parse_type_name(std::string_view name) {
+  DataType t;
+  static constexpr std::pair<std::string_view, TypeId> kNames[] = {
+      {"bool", TypeId::kBool},          {"boolean", TypeId::kBool},       {"int8", TypeId::kInt8},
+      {"int16", TypeId::kInt16},        {"int32", TypeId::kInt32},        {"int64", TypeId::kInt64},
+      {"uint8", TypeId::kUInt8},        {"uint16", TypeId::kUInt16},      {"uint32", TypeId::kUInt32},
+      {"uint64", TypeId::kUInt64},      {"float", TypeId::kFloat32},      {"float32", TypeId::kFloat32},
+      {"double", TypeId::kFloat64},     {"float64", TypeId::kFloat64},    {"date32[day]", TypeId::kDate32},
+      {"date32", TypeId::kDate32},      {"string", TypeId::kUtf8},        {"utf8", TypeId::kUtf8},
+      {"large_string", TypeId::kLargeUtf8}, {"large_utf8", TypeId::kLargeUtf8},
+  };
+  for (const auto& [n, id] : kNames) {
+    if (name == n) {
+      t.id = id;
+      return t;
+    }
+  }
+  // timestamp[<unit>] or timestamp[<unit>, tz=<zone>]
+  constexpr std::string_view kPrefix = "timestamp[";
+  if (name.size() <= kPrefix.size() || name.substr(0, kPrefix.size()) != kPrefix || name.back() != ']') {
+    return std::nullopt;
+  }
+  std::string_view inside = name.substr(kPrefix.size(), name.size() - kPrefix.size() - 1);
+  std::string_view unit = inside.substr(0, inside.find(','));
+  static constexpr std::pair<std::string_view, TimeUnit> kUnits[] = {
+      {"s", TimeUnit::kSecond}, {"ms", TimeUnit::kMilli}, {"us", TimeUnit::kMicro}, {"ns", TimeUnit::kNano}};
+  bool found = false;
+  for (const auto& [n, u] : kUnits) {
+    if (unit == n) {
+      t.unit = u;
+      found = true;
+    }
+  }
+  if (!found) return std::nullopt;
+  t.id = TypeId::kTimestamp;
+  if (unit.size() < inside.size()) {
+    constexpr std::string_view kTz = ", tz=";
+    std::string_view rest = inside.substr(unit.size());
+    if (rest.substr(0, kTz.size()) != kTz || rest.size() == kTz.size()) return std::nullopt;
+    t.timezone = std::string(rest.substr(kTz.size()));
+  }
+  return t;
 }
 
 std::optional<size_t> Schema::find(std::string_view name) const {

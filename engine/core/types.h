@@ -53,6 +53,11 @@ struct DataType {
   friend bool operator==(const DataType&, const DataType&) = default;
 };
 
+// The inverse of DataType::to_string: a type from pyarrow's spelling ("int64", "double",
+// "timestamp[ms, tz=UTC]", ...), also accepting the aliases "float32", "float64", "boolean",
+// "utf8", "large_utf8" and "date32". Nullopt for anything else.
+std::optional<DataType> parse_type_name(std::string_view name);
+
 struct Field {
   std::string name;
   DataType type;

@@ -15,6 +15,8 @@
 #include "gate/tgate_bench.h"
 #include "gate/times.h"
 #include "ops/multiway.h"
+#include "python/capsules.h"
+#include "python/expr_binding.h"
 #include "python/pipeline_binding.h"
 #include "python/py_iter_source.h"
 #include "runtime/pipeline.h"
@@ -24,30 +26,6 @@ using namespace nb::literals;
 
 namespace pao::python {
 namespace {
-
-// Wraps a C struct we filled in a PyCapsule that releases it (unless a consumer took ownership,
-// which sets release to nullptr) and frees it when Python drops the capsule.
-template <class T>
-nb::capsule to_capsule(std::unique_ptr<T> raw, const char* name) {
-  return nb::capsule(raw.release(), name, [](void* p) noexcept {
-    auto* s = static_cast<T*>(p);
-    if (s->release != nullptr) s->release(s);
-    delete s;
-  });
-}
-
-template <class T>
-T* from_capsule(nb::handle capsule, const char* name) {
-  void* p = PyCapsule_GetPointer(capsule.ptr(), name);
-  if (p == nullptr) throw nb::python_error();
-  return static_cast<T*>(p);
-}
-
-nb::capsule schema_capsule(const Schema& schema) {
-  auto raw = std::make_unique<ArrowSchema>();
-  arrow::export_schema(schema, raw.get());
-  return to_capsule(std::move(raw), "arrow_schema");
-}
 
 // A result or input stream held by Python: a BatchSource until it is consumed or closed.
 struct Stream {
@@ -61,11 +39,6 @@ struct Stream {
     get();
     return std::move(source);
   }
-};
-
-// One batch handed to Python; exports through __arrow_c_array__ without copying.
-struct BatchHandle {
-  Batch batch;
 };
 
 // Exception classes, created at import; their Python homes are in pyarrow_ops.errors.
@@ -227,6 +200,7 @@ NB_MODULE(_engine, m) {
            },
            "requested_schema"_a = nb::none())
       .def_prop_ro("num_rows", [](const BatchHandle& b) { return b.batch.num_rows(); });
+  bind_expr(m);
 
   nb::class_<Stream>(m, "Stream")
       .def("__arrow_c_schema__", [](Stream& s) { return schema_capsule(*s.get().schema()); })

@@ -1,20 +1,13 @@
 #include "python/py_iter_source.h"
 
 #include "arrow/import.h"
-#include "arrow/owned.h"
 #include "core/error.h"
+#include "python/capsules.h"
 
 namespace nb = nanobind;
 
 namespace pao::python {
 namespace {
-
-template <class T>
-T* capsule_pointer(nb::handle capsule, const char* name) {
-  void* p = PyCapsule_GetPointer(capsule.ptr(), name);
-  if (p == nullptr) throw nb::python_error();
-  return static_cast<T*>(p);
-}
 
 class PyIterSource final : public BatchSource {
  public:
@@ -23,7 +16,7 @@ class PyIterSource final : public BatchSource {
     nb::object capsule = schema.attr("__arrow_c_schema__")();
     try {
       schema_ = std::make_shared<const Schema>(
-          arrow::import_schema(*capsule_pointer<ArrowSchema>(capsule, "arrow_schema")));
+          arrow::import_schema(*from_capsule<ArrowSchema>(capsule, "arrow_schema")));
     } catch (const Error& e) {
       throw Error(e.kind(), label_ + ": " + e.what());
     }
@@ -51,24 +44,12 @@ class PyIterSource final : public BatchSource {
     }
     nb::object batch = nb::steal(item);
     const int64_t index = batches_++;
-    nb::object pair = batch.attr("__arrow_c_array__")();
-    nb::handle schema_capsule = pair[0];
-    nb::handle array_capsule = pair[1];
-    auto* raw = capsule_pointer<ArrowArray>(array_capsule, "arrow_array");
-    // Own the array before anything can throw, so it is released exactly once on every path.
-    arrow::OwnedArray array(raw);
-    const std::string where = label_ + ", batch " + std::to_string(index);
-    Schema schema;
-    try {
-      schema = arrow::import_schema(*capsule_pointer<ArrowSchema>(schema_capsule, "arrow_schema"));
-    } catch (const Error& e) {
-      throw Error(e.kind(), where + ": " + e.what());
+    Batch imported = import_py_batch(batch, label_ + ", batch " + std::to_string(index));
+    if (auto diff = schema_difference(*schema_, *imported.schema())) {
+      throw Error(ErrorKind::kSchemaMismatch, label_ + ", batch " + std::to_string(index) +
+                                                  " does not match the input's first batch: " + *diff);
     }
-    if (auto diff = schema_difference(*schema_, schema)) {
-      throw Error(ErrorKind::kSchemaMismatch,
-                  where + " does not match the input's first batch: " + *diff);
-    }
-    return arrow::import_batch(array.get(), schema_, where);
+    return imported.with_schema(schema_);
   }
 
  private:

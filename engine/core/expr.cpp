@@ -1,0 +1,1394 @@
+#include "core/expr.h"
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <type_traits>
+
+#include "core/builder.h"
+#include "core/error.h"
+
+namespace pao {
+
+// Bitmaps are combined 64 rows at a time by loading 8 bytes into a uint64_t, which puts row 0 in
+// the lowest bit only on little-endian machines.
+static_assert(std::endian::native == std::endian::little, "word-wise bitmap code assumes little-endian");
+
+// ===================================================================================== the IR
+
+namespace {
+
+struct OpInfo {
+  Op op;
+  const char* name;    // in the Python IR
+  const char* symbol;  // in the rendering
+  int arity;
+};
+
+constexpr OpInfo kOps[] = {
+    {Op::kNeg, "neg", "-", 1},        {Op::kNot, "not", "~", 1},
+    {Op::kIsNull, "is_null", "", 1},  {Op::kIsNotNull, "is_not_null", "", 1},
+    {Op::kAdd, "add", "+", 2},        {Op::kSub, "sub", "-", 2},
+    {Op::kMul, "mul", "*", 2},        {Op::kDiv, "div", "/", 2},
+    {Op::kFloorDiv, "floordiv", "//", 2}, {Op::kMod, "mod", "%", 2},
+    {Op::kEq, "eq", "==", 2},         {Op::kNe, "ne", "!=", 2},
+    {Op::kLt, "lt", "<", 2},          {Op::kLe, "le", "<=", 2},
+    {Op::kGt, "gt", ">", 2},          {Op::kGe, "ge", ">=", 2},
+    {Op::kAnd, "and", "&", 2},        {Op::kOr, "or", "|", 2},
+};
+
+constexpr bool ops_in_enum_order() {
+  for (size_t i = 0; i < std::size(kOps); ++i) {
+    if (static_cast<size_t>(kOps[i].op) != i) return false;
+  }
+  return true;
+}
+static_assert(ops_in_enum_order(), "kOps is indexed by Op");
+
+const OpInfo& info(Op op) noexcept { return kOps[static_cast<size_t>(op)]; }
+
+// A string as a Python literal in double quotes; pyarrow_ops/expr.py's _quote is the same.
+std::string quote(std::string_view s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\x%02x", c);
+          out += buf;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// A double as Python's repr() writes it (shortest round-trip digits; positional for exponents in
+// [-4, 16), scientific otherwise), so renderings match pyarrow_ops.Expr.__repr__.
+std::string python_float(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  std::string_view sci(buf, static_cast<size_t>(res.ptr - buf));  // [-]d[.ddd]e(+|-)dd
+  std::string out;
+  if (sci[0] == '-') {
+    out = "-";
+    sci.remove_prefix(1);
+  }
+  const size_t e = sci.find('e');
+  std::string digits;
+  for (const char c : sci.substr(0, e)) {
+    if (c != '.') digits += c;
+  }
+  int exp = 0;
+  std::string_view exp_text = sci.substr(e + 1);
+  if (exp_text[0] == '+') exp_text.remove_prefix(1);
+  std::from_chars(exp_text.data(), exp_text.data() + exp_text.size(), exp);
+  if (exp >= -4 && exp < 16) {
+    if (exp < 0) return out + "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+    const auto whole = static_cast<size_t>(exp) + 1;
+    if (digits.size() <= whole) return out + digits + std::string(whole - digits.size(), '0') + ".0";
+    return out + digits.substr(0, whole) + "." + digits.substr(whole);
+  }
+  out += digits.substr(0, 1);
+  if (digits.size() > 1) out += "." + digits.substr(1);
+  char tail[16];
+  std::snprintf(tail, sizeof tail, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+  return out + tail;
+}
+
+std::string literal_text(const Literal& v) {
+  struct Render {
+    std::string operator()(std::monostate) const { return "None"; }
+    std::string operator()(bool b) const { return b ? "True" : "False"; }
+    std::string operator()(int64_t i) const { return std::to_string(i); }
+    std::string operator()(uint64_t u) const { return std::to_string(u); }
+    std::string operator()(double d) const { return python_float(d); }
+    std::string operator()(const std::string& s) const { return quote(s); }
+  };
+  return std::visit(Render{}, v);
+}
+
+std::shared_ptr<Expr> node(Expr::Kind kind) {
+  auto e = std::make_shared<Expr>();
+  e->kind = kind;
+  return e;
+}
+
+}  // namespace
+
+const char* op_name(Op op) noexcept { return info(op).name; }
+
+std::optional<Op> op_from_name(std::string_view name) noexcept {
+  for (const OpInfo& i : kOps) {
+    if (name == i.name) return i.op;
+  }
+  return std::nullopt;
+}
+
+bool is_unary(Op op) noexcept { return info(op).arity == 1; }
+
+ExprPtr col(std::string name) {
+  auto e = node(Expr::Kind::kColumn);
+  e->text = std::move(name);
+  return e;
+}
+
+ExprPtr lit(Literal value, std::optional<DataType> type) {
+  auto e = node(Expr::Kind::kLiteral);
+  e->value = std::move(value);
+  e->type = std::move(type);
+  return e;
+}
+
+ExprPtr call(Op op, std::vector<ExprPtr> args) {
+  if (static_cast<int>(args.size()) != info(op).arity) {
+    throw Error(ErrorKind::kInvalidInput, std::string("'") + op_name(op) + "' takes " +
+                                              std::to_string(info(op).arity) + " argument(s), got " +
+                                              std::to_string(args.size()));
+  }
+  for (const ExprPtr& a : args) {
+    if (!a) throw Error(ErrorKind::kInvalidInput, std::string("'") + op_name(op) + "' got a null argument");
+  }
+  auto e = node(Expr::Kind::kCall);
+  e->op = op;
+  e->args = std::move(args);
+  return e;
+}
+
+ExprPtr cast(ExprPtr arg, DataType type) {
+  auto e = node(Expr::Kind::kCast);
+  e->type = std::move(type);
+  e->args = {std::move(arg)};
+  return e;
+}
+
+ExprPtr contains(ExprPtr arg, std::string pattern) {
+  auto e = node(Expr::Kind::kContains);
+  e->text = std::move(pattern);
+  e->args = {std::move(arg)};
+  return e;
+}
+
+ExprPtr starts_with(ExprPtr arg, std::string prefix) {
+  auto e = node(Expr::Kind::kStartsWith);
+  e->text = std::move(prefix);
+  e->args = {std::move(arg)};
+  return e;
+}
+
+std::string to_string(const Expr& e) {
+  switch (e.kind) {
+    case Expr::Kind::kColumn:
+      return "col(" + quote(e.text) + ")";
+    case Expr::Kind::kLiteral:
+      return "lit(" + literal_text(e.value) + (e.type ? ", " + quote(e.type->to_string()) : "") + ")";
+    case Expr::Kind::kCast:
+      return to_string(*e.args[0]) + ".cast(" + quote(e.type->to_string()) + ")";
+    case Expr::Kind::kContains:
+      return to_string(*e.args[0]) + ".str.contains(" + quote(e.text) + ")";
+    case Expr::Kind::kStartsWith:
+      return to_string(*e.args[0]) + ".str.starts_with(" + quote(e.text) + ")";
+    case Expr::Kind::kCall:
+      break;
+  }
+  const std::string a = to_string(*e.args[0]);
+  switch (e.op) {
+    case Op::kIsNull: return a + ".is_null()";
+    case Op::kIsNotNull: return a + ".is_not_null()";
+    case Op::kNeg:
+    case Op::kNot: return std::string("(") + info(e.op).symbol + a + ")";
+    default: return "(" + a + " " + info(e.op).symbol + " " + to_string(*e.args[1]) + ")";
+  }
+}
+
+// ================================================================================= binding
+
+// The bound tree. Arguments of binary operations already have the type the kernel computes in
+// (the binder inserts the casts), so evaluation dispatches on one type per node.
+struct BoundExpr::Node {
+  enum class Kind : uint8_t { kColumn, kLiteral, kCast, kUnary, kBinary, kContains, kStartsWith };
+  Kind kind = Kind::kLiteral;
+  Op op = Op::kAdd;
+  DataType type;  // of the result; for kBinary it may differ from the arguments' (comparisons)
+  std::vector<std::shared_ptr<const Node>> args;
+  size_t column = 0;  // kColumn
+  std::string text;   // the source expression, for error messages
+  std::string bytes;  // kLiteral: a string's bytes; kContains/kStartsWith: the pattern
+  // kLiteral: the value as a one-row column (literal_column()): `fixed` holds a fixed-width value
+  // in its low bytes or a bool in bit 0, `validity` is 0 for a null.
+  uint64_t fixed = 0;
+  uint8_t validity = 1;
+  int32_t offsets32[2] = {0, 0};
+  int64_t offsets64[2] = {0, 0};
+
+  Column literal_column() const {
+    Column c;
+    c.validity = validity ? nullptr : &validity;
+    c.null_count = validity ? 0 : 1;
+    switch (type.layout()) {
+      case Layout::kOffsets32: c.values = offsets32; break;
+      case Layout::kOffsets64: c.values = offsets64; break;
+      default: c.values = &fixed; break;
+    }
+    c.data = reinterpret_cast<const uint8_t*>(bytes.data());
+    return c;
+  }
+};
+
+const DataType& BoundExpr::type() const noexcept { return root_->type; }
+const std::string& BoundExpr::text() const noexcept { return root_->text; }
+
+namespace {
+
+using Node = BoundExpr::Node;
+using NodePtr = std::shared_ptr<const Node>;
+
+bool is_signed_int(TypeId id) { return id >= TypeId::kInt8 && id <= TypeId::kInt64; }
+bool is_unsigned_int(TypeId id) { return id >= TypeId::kUInt8 && id <= TypeId::kUInt64; }
+bool is_int(TypeId id) { return is_signed_int(id) || is_unsigned_int(id); }
+bool is_float(TypeId id) { return id == TypeId::kFloat32 || id == TypeId::kFloat64; }
+bool is_numeric(TypeId id) { return is_int(id) || is_float(id); }
+bool is_string(TypeId id) { return id == TypeId::kUtf8 || id == TypeId::kLargeUtf8; }
+bool is_temporal(TypeId id) { return id == TypeId::kTimestamp || id == TypeId::kDate32; }
+
+DataType of(TypeId id) {
+  DataType t;
+  t.id = id;
+  return t;
+}
+
+TypeId int_type(bool is_signed, int width) {
+  switch (width) {
+    case 1: return is_signed ? TypeId::kInt8 : TypeId::kUInt8;
+    case 2: return is_signed ? TypeId::kInt16 : TypeId::kUInt16;
+    case 4: return is_signed ? TypeId::kInt32 : TypeId::kUInt32;
+    default: return is_signed ? TypeId::kInt64 : TypeId::kUInt64;
+  }
+}
+
+// The numeric promotion rule stated in expr.h.
+DataType promote(const DataType& a, const DataType& b) {
+  if (is_float(a.id) || is_float(b.id)) {
+    return of(a.id == TypeId::kFloat32 && b.id == TypeId::kFloat32 ? TypeId::kFloat32 : TypeId::kFloat64);
+  }
+  const int wa = a.byte_width();
+  const int wb = b.byte_width();
+  if (is_signed_int(a.id) == is_signed_int(b.id)) return of(int_type(is_signed_int(a.id), std::max(wa, wb)));
+  const int ws = is_signed_int(a.id) ? wa : wb;
+  const int wu = is_signed_int(a.id) ? wb : wa;
+  return of(int_type(true, ws > wu ? ws : std::min(2 * wu, 8)));
+}
+
+// The integer type a value of `t` is stored as, for casts that only relabel.
+TypeId storage_id(const DataType& t) {
+  if (t.id == TypeId::kDate32) return TypeId::kInt32;
+  if (t.id == TypeId::kTimestamp) return TypeId::kInt64;
+  return t.id;
+}
+
+// True when converting `from` to `to` leaves every stored value as it is (a relabel).
+bool same_storage(const DataType& from, const DataType& to) {
+  if (from.id == TypeId::kTimestamp && to.id == TypeId::kTimestamp) return from.unit == to.unit;
+  return storage_id(from) == storage_id(to);
+}
+
+bool cast_allowed(const DataType& from, const DataType& to) {
+  const TypeId f = from.id;
+  const TypeId t = to.id;
+  const bool f_num = is_numeric(f) || f == TypeId::kBool;
+  const bool t_num = is_numeric(t) || t == TypeId::kBool;
+  if (from == to || (f_num && t_num)) return true;
+  if ((is_temporal(f) && is_int(t)) || (is_int(f) && is_temporal(t))) return true;
+  if (f == TypeId::kTimestamp && t == TypeId::kTimestamp) return true;
+  if (is_string(t) && (is_string(f) || f_num)) return true;
+  return is_string(f) && is_numeric(t);
+}
+
+[[noreturn]] void type_error(const std::string& message) { throw Error(ErrorKind::kUnsupportedType, message); }
+
+bool is_untyped_null(const Expr& e) {
+  return e.kind == Expr::Kind::kLiteral && std::holds_alternative<std::monostate>(e.value) && !e.type;
+}
+
+NodePtr make_cast(NodePtr arg, const DataType& to) {
+  if (arg->type == to) return arg;
+  auto n = std::make_shared<Node>();
+  n->kind = Node::Kind::kCast;
+  n->type = to;
+  n->text = arg->text;
+  n->args = {std::move(arg)};
+  return n;
+}
+
+// Stores an integer literal of `type` after checking that it fits.
+template <class T>
+void store_int(Node& n, const Expr& e, int64_t si, uint64_t ui, bool is_unsigned) {
+  const bool fits = is_unsigned ? ui <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                : si >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                                      (si < 0 || static_cast<uint64_t>(si) <=
+                                                     static_cast<uint64_t>(std::numeric_limits<T>::max()));
+  if (!fits) {
+    throw Error(ErrorKind::kInvalidInput, to_string(e) + ": " + (is_unsigned ? std::to_string(ui) : std::to_string(si)) +
+                                              " does not fit " + n.type.to_string());
+  }
+  const T v = is_unsigned ? static_cast<T>(ui) : static_cast<T>(si);
+  std::memcpy(&n.fixed, &v, sizeof v);
+}
+
+NodePtr bind_literal(const Expr& e, const std::optional<DataType>& hint) {
+  auto n = std::make_shared<Node>();
+  n->kind = Node::Kind::kLiteral;
+  n->text = to_string(e);
+  const Literal& v = e.value;
+  if (e.type) {
+    n->type = *e.type;
+  } else if (std::holds_alternative<std::monostate>(v)) {
+    if (!hint) {
+      type_error("cannot tell the type of " + n->text + " here; give it one, e.g. lit(None, \"int64\")");
+    }
+    n->type = *hint;
+  } else if (std::holds_alternative<bool>(v)) {
+    n->type = of(TypeId::kBool);
+  } else if (std::holds_alternative<int64_t>(v)) {
+    n->type = of(TypeId::kInt64);
+  } else if (std::holds_alternative<uint64_t>(v)) {
+    n->type = of(TypeId::kUInt64);
+  } else if (std::holds_alternative<double>(v)) {
+    n->type = of(TypeId::kFloat64);
+  } else {
+    n->type = of(TypeId::kUtf8);
+  }
+  const TypeId t = n->type.id;
+  auto mismatch = [&](const char* what) {
+    type_error(n->text + ": a " + what + " literal cannot have type " + n->type.to_string());
+  };
+  if (std::holds_alternative<std::monostate>(v)) {
+    n->validity = 0;
+  } else if (const bool* b = std::get_if<bool>(&v)) {
+    if (t != TypeId::kBool) mismatch("bool");
+    n->fixed = *b ? 1 : 0;
+  } else if (std::holds_alternative<int64_t>(v) || std::holds_alternative<uint64_t>(v)) {
+    const bool is_u = std::holds_alternative<uint64_t>(v);
+    const int64_t si = is_u ? 0 : std::get<int64_t>(v);
+    const uint64_t ui = is_u ? std::get<uint64_t>(v) : 0;
+    if (is_float(t)) {
+      const double d = is_u ? static_cast<double>(ui) : static_cast<double>(si);
+      if (t == TypeId::kFloat32) {
+        const auto f = static_cast<float>(d);
+        std::memcpy(&n->fixed, &f, sizeof f);
+      } else {
+        std::memcpy(&n->fixed, &d, sizeof d);
+      }
+    } else {
+      switch (storage_id(n->type)) {
+        case TypeId::kInt8: store_int<int8_t>(*n, e, si, ui, is_u); break;
+        case TypeId::kInt16: store_int<int16_t>(*n, e, si, ui, is_u); break;
+        case TypeId::kInt32: store_int<int32_t>(*n, e, si, ui, is_u); break;
+        case TypeId::kInt64: store_int<int64_t>(*n, e, si, ui, is_u); break;
+        case TypeId::kUInt8: store_int<uint8_t>(*n, e, si, ui, is_u); break;
+        case TypeId::kUInt16: store_int<uint16_t>(*n, e, si, ui, is_u); break;
+        case TypeId::kUInt32: store_int<uint32_t>(*n, e, si, ui, is_u); break;
+        case TypeId::kUInt64:
+          if (!is_u && si < 0) {
+            throw Error(ErrorKind::kInvalidInput, n->text + ": " + std::to_string(si) + " does not fit uint64");
+          }
+          n->fixed = is_u ? ui : static_cast<uint64_t>(si);
+          break;
+        default: mismatch("integer");
+      }
+    }
+  } else if (const double* d = std::get_if<double>(&v)) {
+    if (t == TypeId::kFloat32) {
+      const auto f = static_cast<float>(*d);
+      std::memcpy(&n->fixed, &f, sizeof f);
+    } else if (t == TypeId::kFloat64) {
+      std::memcpy(&n->fixed, d, sizeof *d);
+    } else {
+      mismatch("float");
+    }
+  } else {
+    if (!is_string(t)) mismatch("string");
+    n->bytes = std::get<std::string>(v);
+    if (t == TypeId::kUtf8 && n->bytes.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+      throw Error(ErrorKind::kInvalidInput, "a string literal of more than 2 GiB needs type large_string");
+    }
+    n->offsets32[1] = static_cast<int32_t>(n->bytes.size());
+    n->offsets64[1] = static_cast<int64_t>(n->bytes.size());
+  }
+  return n;
+}
+
+NodePtr bind_node(const Expr& e, const Schema& schema, const std::optional<DataType>& hint);
+
+// "int64 and string" (or "int64" for one argument), for messages.
+std::string types_text(const NodePtr& a, const NodePtr& b) {
+  return b ? a->type.to_string() + " and " + b->type.to_string() : a->type.to_string();
+}
+
+[[noreturn]] void op_error(const Expr& e, const NodePtr& a, const NodePtr& b, const std::string& hint = "") {
+  const std::string what = e.op == Op::kIsNull || e.op == Op::kIsNotNull ? op_name(e.op) : info(e.op).symbol;
+  type_error("cannot apply " + what + " to " + types_text(a, b) + " in " + to_string(e) + hint);
+}
+
+// The type two arguments compare in: nullopt when they do not compare. Strings compare as they are.
+std::optional<DataType> comparison_type(const DataType& a, const DataType& b) {
+  if (is_numeric(a.id) && is_numeric(b.id)) return promote(a, b);
+  if (a.id == TypeId::kBool && b.id == TypeId::kBool) return a;
+  if (is_string(a.id) && is_string(b.id)) return a;
+  if (a.id == TypeId::kTimestamp && b.id == TypeId::kTimestamp) {
+    if (a.unit != b.unit || a.timezone.empty() != b.timezone.empty()) return std::nullopt;
+    return of(TypeId::kInt64);
+  }
+  if (a.id == TypeId::kDate32 && b.id == TypeId::kDate32) return of(TypeId::kInt32);
+  if ((is_temporal(a.id) && is_int(b.id)) || (is_int(a.id) && is_temporal(b.id))) return of(TypeId::kInt64);
+  return std::nullopt;
+}
+
+NodePtr bind_binary(const Expr& e, const Schema& schema) {
+  const Expr& ea = *e.args[0];
+  const Expr& eb = *e.args[1];
+  const bool logic = e.op == Op::kAnd || e.op == Op::kOr;
+  NodePtr a, b;
+  // An untyped null takes the type of the other side (or bool under and/or).
+  if (is_untyped_null(ea) && is_untyped_null(eb) && !logic) {
+    type_error("cannot tell the types of the nulls in " + to_string(e) + "; give one a type, e.g. lit(None, \"int64\")");
+  } else if (is_untyped_null(ea)) {
+    b = bind_node(eb, schema, logic ? std::optional(of(TypeId::kBool)) : std::nullopt);
+    a = bind_node(ea, schema, logic ? of(TypeId::kBool) : b->type);
+  } else {
+    a = bind_node(ea, schema, logic ? std::optional(of(TypeId::kBool)) : std::nullopt);
+    b = bind_node(eb, schema, logic ? of(TypeId::kBool) : a->type);
+  }
+  const DataType& ta = a->type;
+  const DataType& tb = b->type;
+  auto n = std::make_shared<Node>();
+  n->kind = Node::Kind::kBinary;
+  n->op = e.op;
+  n->text = to_string(e);
+  DataType compute;
+  switch (e.op) {
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul: {
+      const bool ts_a = ta.id == TypeId::kTimestamp;
+      const bool ts_b = tb.id == TypeId::kTimestamp;
+      if (is_numeric(ta.id) && is_numeric(tb.id)) {
+        compute = n->type = promote(ta, tb);
+      } else if (e.op == Op::kSub && ts_a && ts_b) {
+        if (ta.unit != tb.unit) {
+          op_error(e, a, b, "; cast one side so both have the same unit");
+        }
+        compute = n->type = of(TypeId::kInt64);
+      } else if ((e.op == Op::kAdd && ((ts_a && is_int(tb.id)) || (is_int(ta.id) && ts_b))) ||
+                 (e.op == Op::kSub && ts_a && is_int(tb.id))) {
+        compute = of(TypeId::kInt64);
+        n->type = ts_a ? ta : tb;
+      } else {
+        op_error(e, a, b);
+      }
+      break;
+    }
+    case Op::kDiv:
+      if (!is_numeric(ta.id) || !is_numeric(tb.id)) op_error(e, a, b);
+      compute = n->type = of(TypeId::kFloat64);
+      break;
+    case Op::kFloorDiv:
+    case Op::kMod:
+      if (!is_numeric(ta.id) || !is_numeric(tb.id)) op_error(e, a, b);
+      compute = n->type = promote(ta, tb);
+      break;
+    case Op::kEq:
+    case Op::kNe:
+    case Op::kLt:
+    case Op::kLe:
+    case Op::kGt:
+    case Op::kGe: {
+      std::optional<DataType> c = comparison_type(ta, tb);
+      if (!c) {
+        op_error(e, a, b, ta.id == TypeId::kTimestamp && tb.id == TypeId::kTimestamp
+                              ? "; timestamps compare only with the same unit, both with or both without "
+                                "a time zone: cast one side"
+                              : "");
+      }
+      n->type = of(TypeId::kBool);
+      if (is_string(c->id)) {  // the string kernels read either offset width: no casts
+        n->args = {a, b};
+        return n;
+      }
+      compute = *c;
+      break;
+    }
+    case Op::kAnd:
+    case Op::kOr:
+      if (ta.id != TypeId::kBool || tb.id != TypeId::kBool) op_error(e, a, b);
+      compute = n->type = of(TypeId::kBool);
+      break;
+    default:
+      op_error(e, a, b);
+  }
+  n->args = {make_cast(a, compute), make_cast(b, compute)};
+  return n;
+}
+
+NodePtr bind_node(const Expr& e, const Schema& schema, const std::optional<DataType>& hint) {
+  switch (e.kind) {
+    case Expr::Kind::kColumn: {
+      const std::optional<size_t> i = schema.find(e.text);
+      if (!i) {
+        std::string names;
+        for (const Field& f : schema.fields) names += (names.empty() ? "" : ", ") + f.name;
+        throw Error(ErrorKind::kInvalidInput, "unknown column '" + e.text + "' in " + to_string(e) +
+                                                  "; available columns: " + (names.empty() ? "(none)" : names));
+      }
+      auto n = std::make_shared<Node>();
+      n->kind = Node::Kind::kColumn;
+      n->column = *i;
+      n->type = schema.fields[*i].type;
+      n->text = to_string(e);
+      return n;
+    }
+    case Expr::Kind::kLiteral:
+      return bind_literal(e, hint);
+    case Expr::Kind::kCast: {
+      NodePtr a = bind_node(*e.args[0], schema, e.type);
+      if (!cast_allowed(a->type, *e.type)) {
+        type_error("cannot cast " + a->type.to_string() + " to " + e.type->to_string() + " in " + to_string(e));
+      }
+      auto n = std::make_shared<Node>();
+      n->kind = Node::Kind::kCast;
+      n->type = *e.type;
+      n->text = to_string(e);
+      n->args = {std::move(a)};
+      return n;
+    }
+    case Expr::Kind::kContains:
+    case Expr::Kind::kStartsWith: {
+      NodePtr a = bind_node(*e.args[0], schema, of(TypeId::kUtf8));
+      if (!is_string(a->type.id)) {
+        type_error(std::string(e.kind == Expr::Kind::kContains ? "str.contains" : "str.starts_with") +
+                   " needs a string, got " + a->type.to_string() + " in " + to_string(e));
+      }
+      auto n = std::make_shared<Node>();
+      n->kind = e.kind == Expr::Kind::kContains ? Node::Kind::kContains : Node::Kind::kStartsWith;
+      n->type = of(TypeId::kBool);
+      n->text = to_string(e);
+      n->bytes = e.text;
+      n->args = {std::move(a)};
+      return n;
+    }
+    case Expr::Kind::kCall:
+      break;
+  }
+  if (!is_unary(e.op)) return bind_binary(e, schema);
+  auto n = std::make_shared<Node>();
+  n->kind = Node::Kind::kUnary;
+  n->op = e.op;
+  n->text = to_string(e);
+  switch (e.op) {
+    case Op::kNeg: {
+      NodePtr a = bind_node(*e.args[0], schema, hint);
+      if (!is_numeric(a->type.id)) op_error(e, a, nullptr);
+      n->type = a->type;
+      n->args = {std::move(a)};
+      break;
+    }
+    case Op::kNot: {
+      NodePtr a = bind_node(*e.args[0], schema, of(TypeId::kBool));
+      if (a->type.id != TypeId::kBool) op_error(e, a, nullptr);
+      n->type = a->type;
+      n->args = {std::move(a)};
+      break;
+    }
+    default:  // is_null, is_not_null: any type; an untyped null may as well be a bool
+      n->args = {bind_node(*e.args[0], schema, of(TypeId::kBool))};
+      n->type = of(TypeId::kBool);
+      break;
+  }
+  return n;
+}
+
+}  // namespace
+
+BoundExpr bind(const Expr& e, const Schema& schema) { return BoundExpr(bind_node(e, schema, std::nullopt)); }
+
+// ============================================================================== evaluation
+
+namespace {
+
+// The memory of a computed column: the buffers it allocated and, when it points into others'
+// memory (a borrowed validity bitmap, borrowed string bytes), their owners.
+struct Owned {
+  std::vector<Buffer> buffers;
+  std::vector<std::shared_ptr<const void>> keep;
+  uint8_t* alloc(size_t size) {
+    buffers.emplace_back(size);
+    return buffers.back().data();
+  }
+  uint8_t* alloc_zeroed(size_t size) {
+    uint8_t* p = alloc(size);
+    std::memset(p, 0, size);
+    return p;
+  }
+};
+
+// An intermediate result: a column, or one value standing for every row (a literal, or what was
+// computed from literals only). A scalar is a one-row column, so kernels read it as they read
+// arrays and only the loops over two arguments tell the cases apart.
+struct Datum {
+  DataType type;
+  Column column;
+  bool scalar = false;
+  std::shared_ptr<const void> owner;
+
+  int64_t rows(int64_t n) const { return scalar ? 1 : n; }
+  bool null_scalar() const { return scalar && !column.is_valid(0); }
+};
+
+int64_t bytes_for(int64_t bits) { return (bits + 7) / 8; }
+bool get_bit(const uint8_t* bits, int64_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
+
+// The bits [offset, offset + n) of `bits` from bit 0 of the returned pointer. Points into `bits`
+// when the offset is a whole number of bytes (and then keeps `owner` alive with `out`); otherwise
+// a shifted copy in `out`, so every word-wise loop below works on byte-aligned maps.
+const uint8_t* aligned(const uint8_t* bits, int64_t offset, int64_t n, const std::shared_ptr<const void>& owner,
+                       Owned& out) {
+  if ((offset & 7) == 0) {
+    out.keep.push_back(owner);
+    return bits + offset / 8;
+  }
+  const int64_t nb = bytes_for(n);
+  uint8_t* copy = out.alloc(static_cast<size_t>(nb));
+  const int shift = static_cast<int>(offset & 7);
+  const uint8_t* src = bits + offset / 8;
+  const int64_t src_bytes = bytes_for(shift + n);
+  for (int64_t i = 0; i < nb; ++i) {
+    unsigned v = src[i] >> shift;
+    if (i + 1 < src_bytes) v |= static_cast<unsigned>(src[i + 1]) << (8 - shift);
+    copy[i] = static_cast<uint8_t>(v);
+  }
+  return copy;
+}
+
+// A bitmap argument of a word-wise loop: `bits` from bit 0, or (bits == nullptr) every bit `fill`.
+struct Bits {
+  const uint8_t* bits = nullptr;
+  bool fill = true;
+};
+
+uint64_t load(const Bits& b, int64_t byte, int64_t count) {
+  if (b.bits == nullptr) return b.fill ? ~uint64_t{0} : 0;
+  uint64_t w = 0;
+  std::memcpy(&w, b.bits + byte, static_cast<size_t>(count));
+  return w;
+}
+
+// out = f(args...) over the bytes of n-bit maps, 64 bits at a time. Bits of the last byte past n
+// are unspecified, as Arrow allows.
+template <class F, class... B>
+void bitwise(uint8_t* out, int64_t n, F f, const B&... args) {
+  const int64_t nb = bytes_for(n);
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    const uint64_t w = f(load(args, i, 8)...);
+    std::memcpy(out + i, &w, 8);
+  }
+  if (i < nb) {
+    const uint64_t w = f(load(args, i, nb - i)...);
+    std::memcpy(out + i, &w, static_cast<size_t>(nb - i));
+  }
+}
+
+// Set bits among the first n of a byte-aligned map.
+int64_t count_set(const uint8_t* bits, int64_t n) {
+  int64_t count = 0;
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    uint64_t w;
+    std::memcpy(&w, bits + i / 8, 8);
+    count += std::popcount(w);
+  }
+  for (; i < n; ++i) count += get_bit(bits, i);
+  return count;
+}
+
+// The validity of an array argument, aligned; nullptr when it has no nulls. Scalars: nullptr
+// (callers deal with a null scalar before).
+const uint8_t* validity_of(const Datum& d, int64_t n, Owned& out) {
+  if (d.scalar || !d.column.may_have_nulls()) return nullptr;
+  return aligned(d.column.validity, d.column.offset, n, d.owner, out);
+}
+
+// A bool argument's values (or validity) as a word-wise operand: scalars broadcast their bit.
+Bits value_bits(const Datum& d, int64_t n, Owned& out) {
+  if (d.scalar) return {nullptr, get_bit(static_cast<const uint8_t*>(d.column.values), d.column.offset)};
+  return {aligned(static_cast<const uint8_t*>(d.column.values), d.column.offset, n, d.owner, out), true};
+}
+Bits validity_bits(const Datum& d, int64_t n, Owned& out) {
+  if (d.scalar) return {nullptr, d.column.is_valid(0)};
+  const uint8_t* v = validity_of(d, n, out);
+  return {v, true};
+}
+
+// The validity of a result that is null where either argument is; nullptr when neither has nulls.
+const uint8_t* both_valid(const Datum& a, const Datum& b, int64_t n, Owned& out) {
+  const uint8_t* va = validity_of(a, n, out);
+  const uint8_t* vb = validity_of(b, n, out);
+  if (va == nullptr || vb == nullptr) return va != nullptr ? va : vb;
+  uint8_t* both = out.alloc(static_cast<size_t>(bytes_for(n)));
+  bitwise(both, n, [](uint64_t x, uint64_t y) { return x & y; }, Bits{va}, Bits{vb});
+  return both;
+}
+
+// Wraps the buffers of a computed column into a Datum; counts its nulls.
+Datum finish(DataType type, bool scalar, int64_t rows, const void* values, const uint8_t* data,
+             const uint8_t* validity, std::shared_ptr<Owned> owned) {
+  Datum d;
+  d.type = std::move(type);
+  d.scalar = scalar;
+  d.column.values = values;
+  d.column.data = data;
+  d.column.null_count = 0;
+  if (validity != nullptr) {
+    const int64_t nulls = rows - count_set(validity, rows);
+    if (nulls > 0) {
+      d.column.validity = validity;
+      d.column.null_count = nulls;
+    }
+  }
+  d.owner = std::move(owned);
+  return d;
+}
+
+// A result of `rows` nulls (a scalar when `scalar`): zeroed values, zeroed validity.
+Datum all_null(const DataType& type, bool scalar, int64_t rows) {
+  auto owned = std::make_shared<Owned>();
+  const size_t value_bytes = type.layout() == Layout::kFixed ? static_cast<size_t>(rows * type.byte_width())
+                             : type.layout() == Layout::kBits ? static_cast<size_t>(bytes_for(rows))
+                             : type.layout() == Layout::kOffsets32 ? static_cast<size_t>(rows + 1) * 4
+                                                                   : static_cast<size_t>(rows + 1) * 8;
+  const void* values = owned->alloc_zeroed(value_bytes);
+  const uint8_t* data = is_string(type.id) ? owned->alloc_zeroed(1) : nullptr;
+  const uint8_t* validity = owned->alloc_zeroed(static_cast<size_t>(bytes_for(rows)));
+  return finish(type, scalar, rows, values, data, validity, std::move(owned));
+}
+
+// Calls f(std::type_identity<T>{}) with T the C++ type a fixed-width type is stored as.
+template <class F>
+void visit_fixed(const DataType& type, F&& f) {
+  switch (type.id) {
+    case TypeId::kInt8: return f(std::type_identity<int8_t>{});
+    case TypeId::kInt16: return f(std::type_identity<int16_t>{});
+    case TypeId::kInt32:
+    case TypeId::kDate32: return f(std::type_identity<int32_t>{});
+    case TypeId::kInt64:
+    case TypeId::kTimestamp: return f(std::type_identity<int64_t>{});
+    case TypeId::kUInt8: return f(std::type_identity<uint8_t>{});
+    case TypeId::kUInt16: return f(std::type_identity<uint16_t>{});
+    case TypeId::kUInt32: return f(std::type_identity<uint32_t>{});
+    case TypeId::kUInt64: return f(std::type_identity<uint64_t>{});
+    case TypeId::kFloat32: return f(std::type_identity<float>{});
+    case TypeId::kFloat64: return f(std::type_identity<double>{});
+    default: break;
+  }
+  throw Error(ErrorKind::kUnsupportedType, "no fixed-width kernel for " + type.to_string());
+}
+
+// Integer arithmetic wraps: it runs in an unsigned type at least as wide as unsigned int (narrower
+// ones would be promoted to int, whose overflow is undefined), and converting back is modular.
+template <class T>
+using Wide = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
+template <class T>
+T add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<Wide<T>>(a) + static_cast<Wide<T>>(b));
+  else return a + b;
+}
+template <class T>
+T sub(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<Wide<T>>(a) - static_cast<Wide<T>>(b));
+  else return a - b;
+}
+template <class T>
+T mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<Wide<T>>(a) * static_cast<Wide<T>>(b));
+  else return a * b;
+}
+template <class T>
+T neg(T a) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(Wide<T>{0} - static_cast<Wide<T>>(a));
+  else return -a;
+}
+
+// Floor division and its remainder (the remainder takes the divisor's sign). Integers: b != 0;
+// the one overflowing quotient, min / -1, wraps. Floats: numpy's floor_divide and mod.
+template <class T>
+T floor_div(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (b == 0) return a / b;
+    const T mod = std::fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+    if (div == 0) return std::copysign(T(0), a / b);
+    // (a - mod) / b is an integer up to rounding: round it to the nearest one.
+    T floor = std::floor(div);
+    if (div - floor > T(0.5)) floor += 1;
+    return floor;
+  } else if constexpr (std::is_signed_v<T>) {
+    if (b == -1) return neg(a);
+    const T q = static_cast<T>(a / b);
+    return static_cast<T>((a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q);
+  } else {
+    return static_cast<T>(a / b);
+  }
+}
+template <class T>
+T floor_mod(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (b == 0) return std::fmod(a, b);
+    T mod = std::fmod(a, b);
+    if (mod == 0) return std::copysign(T(0), b);
+    if ((b < 0) != (mod < 0)) mod += b;
+    return mod;
+  } else if constexpr (std::is_signed_v<T>) {
+    if (b == -1) return 0;
+    const T r = static_cast<T>(a % b);
+    return static_cast<T>((r != 0 && ((r < 0) != (b < 0))) ? r + b : r);
+  } else {
+    return static_cast<T>(a % b);
+  }
+}
+
+// out[i] = f(a[i], b[i]) over `rows` values, a scalar argument read once.
+template <class T, class R, class F>
+void map2(const Datum& a, const Datum& b, int64_t rows, R* out, F f) {
+  const T* x = a.column.typed<T>();
+  const T* y = b.column.typed<T>();
+  if (a.scalar && !b.scalar) {
+    const T s = x[0];
+    for (int64_t i = 0; i < rows; ++i) out[i] = f(s, y[i]);
+  } else if (b.scalar && !a.scalar) {
+    const T s = y[0];
+    for (int64_t i = 0; i < rows; ++i) out[i] = f(x[i], s);
+  } else {
+    for (int64_t i = 0; i < rows; ++i) out[i] = f(x[i], y[i]);
+  }
+}
+
+// Packs get(0..rows) into a bitmap, eight results per byte.
+template <class Get>
+void pack_bits(int64_t rows, uint8_t* out, Get get) {
+  int64_t i = 0;
+  for (; i + 8 <= rows; i += 8) {
+    unsigned byte = 0;
+    for (int j = 0; j < 8; ++j) byte |= static_cast<unsigned>(get(i + j)) << j;
+    out[i >> 3] = static_cast<uint8_t>(byte);
+  }
+  if (i < rows) {
+    unsigned byte = 0;
+    for (int j = 0; i + j < rows; ++j) byte |= static_cast<unsigned>(get(i + j)) << j;
+    out[i >> 3] = static_cast<uint8_t>(byte);
+  }
+}
+
+// Calls f with the comparison function object of a comparison op.
+template <class F>
+void visit_comparison(Op op, F&& f) {
+  switch (op) {
+    case Op::kEq: return f(std::equal_to<>{});
+    case Op::kNe: return f(std::not_equal_to<>{});
+    case Op::kLt: return f(std::less<>{});
+    case Op::kLe: return f(std::less_equal<>{});
+    case Op::kGt: return f(std::greater<>{});
+    default: return f(std::greater_equal<>{});
+  }
+}
+
+// The rows of a string column (or scalar) as string_views.
+template <class O>
+struct Strings {
+  const O* offsets;
+  const char* data;
+  bool scalar;
+  explicit Strings(const Datum& d)
+      : offsets(d.column.typed<O>()), data(reinterpret_cast<const char*>(d.column.data)), scalar(d.scalar) {}
+  std::string_view operator[](int64_t i) const {
+    if (scalar) i = 0;
+    return {data + offsets[i], static_cast<size_t>(offsets[i + 1] - offsets[i])};
+  }
+};
+
+// Calls f(Strings<O>) for a string datum of either offset width.
+template <class F>
+void visit_strings(const Datum& d, F&& f) {
+  if (d.type.id == TypeId::kUtf8) return f(Strings<int32_t>(d));
+  return f(Strings<int64_t>(d));
+}
+
+[[noreturn]] void row_error(const Node& node, const std::string& what, int64_t row) {
+  throw Error(ErrorKind::kInvalidInput, what + " in " + node.text + " (row " + std::to_string(row) + " of the batch)");
+}
+
+// The first row where `bad` holds among the non-null rows of a result, if any.
+template <class Bad>
+std::optional<int64_t> first_bad_row(int64_t rows, const uint8_t* validity, Bad bad) {
+  for (int64_t i = 0; i < rows; ++i) {
+    if ((validity == nullptr || get_bit(validity, i)) && bad(i)) return i;
+  }
+  return std::nullopt;
+}
+
+struct Context {
+  const Batch& batch;
+  int64_t n;
+};
+
+Datum eval(const NodePtr& node, const Context& ctx);
+
+// ---- arithmetic and comparisons
+
+Datum eval_arithmetic(const Node& node, const Datum& a, const Datum& b, int64_t n) {
+  const bool scalar = a.scalar && b.scalar;
+  const int64_t rows = scalar ? 1 : n;
+  if (a.null_scalar() || b.null_scalar()) return all_null(node.type, scalar, rows);
+  auto owned = std::make_shared<Owned>();
+  const uint8_t* validity = both_valid(a, b, rows, *owned);
+  uint8_t* values = owned->alloc(static_cast<size_t>(rows * a.type.byte_width()));
+  visit_fixed(a.type, [&]<class T>(std::type_identity<T>) {
+    T* out = reinterpret_cast<T*>(values);
+    switch (node.op) {
+      case Op::kAdd: map2<T>(a, b, rows, out, add<T>); break;
+      case Op::kSub: map2<T>(a, b, rows, out, sub<T>); break;
+      case Op::kMul: map2<T>(a, b, rows, out, mul<T>); break;
+      case Op::kDiv: map2<T>(a, b, rows, out, [](T x, T y) { return x / y; }); break;
+      default: {
+        const bool is_div = node.op == Op::kFloorDiv;
+        if constexpr (std::is_integral_v<T>) {
+          // A zero divisor is an error only in a row that is not null; compute with a safe
+          // divisor first, then look for such a row if any divisor was zero.
+          bool zero = false;
+          map2<T>(a, b, rows, out, [&](T x, T y) {
+            zero |= y == 0;
+            const T d = y == 0 ? T(1) : y;
+            return is_div ? floor_div(x, d) : floor_mod(x, d);
+          });
+          if (zero) {
+            const T* y = b.column.typed<T>();
+            if (auto row = first_bad_row(rows, validity, [&](int64_t i) { return y[b.scalar ? 0 : i] == 0; })) {
+              row_error(node, "integer division by zero", *row);
+            }
+          }
+        } else {
+          map2<T>(a, b, rows, out, [&](T x, T y) { return is_div ? floor_div(x, y) : floor_mod(x, y); });
+        }
+      }
+    }
+  });
+  return finish(node.type, scalar, rows, values, nullptr, validity, std::move(owned));
+}
+
+Datum eval_comparison(const Node& node, const Datum& a, const Datum& b, int64_t n) {
+  const bool scalar = a.scalar && b.scalar;
+  const int64_t rows = scalar ? 1 : n;
+  if (a.null_scalar() || b.null_scalar()) return all_null(node.type, scalar, rows);
+  auto owned = std::make_shared<Owned>();
+  const uint8_t* validity = both_valid(a, b, rows, *owned);
+  uint8_t* out = owned->alloc(static_cast<size_t>(bytes_for(rows)));
+  if (a.type.id == TypeId::kBool) {
+    // On bits: a == b is ~(a ^ b), a < b is ~a & b (false < true), and so on.
+    const Bits x = value_bits(a, rows, *owned);
+    const Bits y = value_bits(b, rows, *owned);
+    switch (node.op) {
+      case Op::kEq: bitwise(out, rows, [](uint64_t p, uint64_t q) { return ~(p ^ q); }, x, y); break;
+      case Op::kNe: bitwise(out, rows, [](uint64_t p, uint64_t q) { return p ^ q; }, x, y); break;
+      case Op::kLt: bitwise(out, rows, [](uint64_t p, uint64_t q) { return ~p & q; }, x, y); break;
+      case Op::kLe: bitwise(out, rows, [](uint64_t p, uint64_t q) { return ~p | q; }, x, y); break;
+      case Op::kGt: bitwise(out, rows, [](uint64_t p, uint64_t q) { return p & ~q; }, x, y); break;
+      default: bitwise(out, rows, [](uint64_t p, uint64_t q) { return p | ~q; }, x, y); break;
+    }
+  } else if (is_string(a.type.id)) {
+    visit_comparison(node.op, [&](auto cmp) {
+      visit_strings(a, [&](const auto& x) {
+        visit_strings(b, [&](const auto& y) { pack_bits(rows, out, [&](int64_t i) { return cmp(x[i], y[i]); }); });
+      });
+    });
+  } else {
+    visit_comparison(node.op, [&](auto cmp) {
+      visit_fixed(a.type, [&]<class T>(std::type_identity<T>) {
+        const T* x = a.column.typed<T>();
+        const T* y = b.column.typed<T>();
+        if (a.scalar && !b.scalar) {
+          const T s = x[0];
+          pack_bits(rows, out, [&](int64_t i) { return cmp(s, y[i]); });
+        } else if (b.scalar && !a.scalar) {
+          const T s = y[0];
+          pack_bits(rows, out, [&](int64_t i) { return cmp(x[i], s); });
+        } else {
+          pack_bits(rows, out, [&](int64_t i) { return cmp(x[i], y[i]); });
+        }
+      });
+    });
+  }
+  return finish(node.type, scalar, rows, out, nullptr, validity, std::move(owned));
+}
+
+// Kleene logic: false & null = false, true | null = true, otherwise null wins. A value bit under
+// a null is arbitrary; the validity formulas never let it decide a valid result.
+Datum eval_logic(const Node& node, const Datum& a, const Datum& b, int64_t n) {
+  const bool scalar = a.scalar && b.scalar;
+  const int64_t rows = scalar ? 1 : n;
+  auto owned = std::make_shared<Owned>();
+  const Bits x = value_bits(a, rows, *owned);
+  const Bits y = value_bits(b, rows, *owned);
+  const Bits vx = validity_bits(a, rows, *owned);
+  const Bits vy = validity_bits(b, rows, *owned);
+  const auto nb = static_cast<size_t>(bytes_for(rows));
+  uint8_t* values = owned->alloc(nb);
+  uint8_t* validity = owned->alloc(nb);
+  if (node.op == Op::kAnd) {
+    bitwise(values, rows, [](uint64_t p, uint64_t q) { return p & q; }, x, y);
+    // valid when both are, or when either is a valid false
+    bitwise(validity, rows, [](uint64_t p, uint64_t q, uint64_t vp, uint64_t vq) {
+      return (vp & vq) | (vp & ~p) | (vq & ~q);
+    }, x, y, vx, vy);
+  } else {
+    bitwise(values, rows, [](uint64_t p, uint64_t q) { return p | q; }, x, y);
+    // valid when both are, or when either is a valid true
+    bitwise(validity, rows, [](uint64_t p, uint64_t q, uint64_t vp, uint64_t vq) {
+      return (vp & vq) | (vp & p) | (vq & q);
+    }, x, y, vx, vy);
+  }
+  return finish(node.type, scalar, rows, values, nullptr, validity, std::move(owned));
+}
+
+// ---- unary operations and string predicates
+
+Datum eval_unary(const Node& node, const Datum& a, int64_t n) {
+  const int64_t rows = a.rows(n);
+  auto owned = std::make_shared<Owned>();
+  if (node.op == Op::kIsNull || node.op == Op::kIsNotNull) {
+    uint8_t* out = owned->alloc(static_cast<size_t>(bytes_for(rows)));
+    const Bits v = validity_bits(a, rows, *owned);
+    if (node.op == Op::kIsNull) bitwise(out, rows, [](uint64_t p) { return ~p; }, v);
+    else bitwise(out, rows, [](uint64_t p) { return p; }, v);
+    return finish(node.type, a.scalar, rows, out, nullptr, nullptr, std::move(owned));
+  }
+  const uint8_t* validity = validity_of(a, rows, *owned);
+  if (a.null_scalar()) return all_null(node.type, true, 1);
+  if (node.op == Op::kNot) {
+    uint8_t* out = owned->alloc(static_cast<size_t>(bytes_for(rows)));
+    bitwise(out, rows, [](uint64_t p) { return ~p; }, value_bits(a, rows, *owned));
+    return finish(node.type, a.scalar, rows, out, nullptr, validity, std::move(owned));
+  }
+  uint8_t* values = owned->alloc(static_cast<size_t>(rows * a.type.byte_width()));
+  visit_fixed(a.type, [&]<class T>(std::type_identity<T>) {
+    const T* x = a.column.typed<T>();
+    T* out = reinterpret_cast<T*>(values);
+    for (int64_t i = 0; i < rows; ++i) out[i] = neg(x[i]);
+  });
+  return finish(node.type, a.scalar, rows, values, nullptr, validity, std::move(owned));
+}
+
+Datum eval_string_predicate(const Node& node, const Datum& a, int64_t n) {
+  const int64_t rows = a.rows(n);
+  if (a.null_scalar()) return all_null(node.type, true, 1);
+  auto owned = std::make_shared<Owned>();
+  const uint8_t* validity = validity_of(a, rows, *owned);
+  uint8_t* out = owned->alloc(static_cast<size_t>(bytes_for(rows)));
+  const std::string_view pattern = node.bytes;
+  visit_strings(a, [&](const auto& s) {
+    if (node.kind == Node::Kind::kContains) {
+      pack_bits(rows, out, [&](int64_t i) { return s[i].find(pattern) != std::string_view::npos; });
+    } else {
+      pack_bits(rows, out, [&](int64_t i) { return s[i].substr(0, pattern.size()) == pattern; });
+    }
+  });
+  return finish(node.type, a.scalar, rows, out, nullptr, validity, std::move(owned));
+}
+
+// ---- casts
+
+// Whether a float truncated toward zero fits the integer type R.
+template <class R, class T>
+bool fits(T x) {
+  const double t = std::trunc(static_cast<double>(x));  // NaN fails both comparisons
+  // Both bounds are powers of two (or zero), exact in a double.
+  const double lo = static_cast<double>(std::numeric_limits<R>::min());
+  const double hi = 2.0 * static_cast<double>(std::numeric_limits<R>::max() / 2 + 1);
+  return t >= lo && t < hi;
+}
+
+template <class T>
+void append_number(ColumnBuilder& b, T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    b.append_string(python_float(static_cast<double>(x)));
+  } else {
+    char buf[32];
+    const auto res = std::to_chars(buf, buf + sizeof buf, x);
+    b.append_string(std::string_view(buf, static_cast<size_t>(res.ptr - buf)));
+  }
+}
+
+// A string column built value by value: conversions to and from strings are not a hot path.
+Datum finish_builder(ColumnBuilder& b, bool scalar) {
+  auto storage = std::make_shared<std::vector<std::vector<uint8_t>>>();
+  storage->reserve(3);  // no reallocation: the column points into the vectors
+  Datum d;
+  d.type = b.type();
+  d.column = b.finish(*storage);
+  d.scalar = scalar;
+  d.owner = std::move(storage);
+  return d;
+}
+
+Datum cast_to_string(const Node& node, const Datum& a, int64_t rows) {
+  ColumnBuilder b(node.type);
+  if (is_string(a.type.id)) {
+    visit_strings(a, [&](const auto& s) {
+      for (int64_t i = 0; i < rows; ++i) a.column.is_valid(i) ? b.append_string(s[i]) : b.append_null();
+    });
+  } else if (a.type.id == TypeId::kBool) {
+    const auto* bits = static_cast<const uint8_t*>(a.column.values);
+    for (int64_t i = 0; i < rows; ++i) {
+      if (!a.column.is_valid(i)) b.append_null();
+      else b.append_string(get_bit(bits, a.column.offset + i) ? "true" : "false");
+    }
+  } else {
+    visit_fixed(a.type, [&]<class T>(std::type_identity<T>) {
+      const T* x = a.column.typed<T>();
+      for (int64_t i = 0; i < rows; ++i) a.column.is_valid(i) ? append_number(b, x[i]) : b.append_null();
+    });
+  }
+  return finish_builder(b, a.scalar);
+}
+
+Datum cast_from_string(const Node& node, const Datum& a, int64_t rows) {
+  auto owned = std::make_shared<Owned>();
+  const uint8_t* validity = validity_of(a, rows, *owned);
+  uint8_t* values = owned->alloc(static_cast<size_t>(rows * node.type.byte_width()));
+  visit_strings(a, [&](const auto& s) {
+    visit_fixed(node.type, [&]<class R>(std::type_identity<R>) {
+      R* out = reinterpret_cast<R*>(values);
+      for (int64_t i = 0; i < rows; ++i) {
+        out[i] = R{};
+        if (validity != nullptr && !get_bit(validity, i)) continue;
+        const std::string_view text = s[i];
+        const char* end = text.data() + text.size();
+        // from_chars takes no leading '+' (Python's int() and float() do); a float parse also
+        // reads "inf" and "nan"
+        const bool plus = text.size() > 1 && text[0] == '+' && text[1] != '-';
+        const char* begin = text.data() + (plus ? 1 : 0);
+        const auto res = std::from_chars(begin, end, out[i]);
+        if (res.ec != std::errc() || res.ptr != end || text.empty()) {
+          row_error(node, "cannot parse " + quote(text) + " as " + node.type.to_string(), i);
+        }
+      }
+    });
+  });
+  return finish(node.type, a.scalar, rows, values, nullptr, validity, std::move(owned));
+}
+
+Datum eval_cast(const Node& node, const Datum& a, int64_t n) {
+  const DataType& to = node.type;
+  if (same_storage(a.type, to)) {  // e.g. timestamp -> int64: no value changes
+    Datum relabeled = a;
+    relabeled.type = to;
+    return relabeled;
+  }
+  if (a.null_scalar()) return all_null(to, true, 1);
+  const int64_t rows = a.rows(n);
+  if (is_string(to.id)) return cast_to_string(node, a, rows);
+  if (is_string(a.type.id)) return cast_from_string(node, a, rows);
+
+  auto owned = std::make_shared<Owned>();
+  const uint8_t* validity = validity_of(a, rows, *owned);
+  if (to.id == TypeId::kBool) {
+    uint8_t* out = owned->alloc(static_cast<size_t>(bytes_for(rows)));
+    visit_fixed(a.type, [&]<class T>(std::type_identity<T>) {
+      const T* x = a.column.typed<T>();
+      pack_bits(rows, out, [&](int64_t i) { return x[i] != T(0); });
+    });
+    return finish(to, a.scalar, rows, out, nullptr, validity, std::move(owned));
+  }
+  uint8_t* values = owned->alloc(static_cast<size_t>(rows * to.byte_width()));
+  if (a.type.id == TypeId::kBool) {
+    const auto* bits = static_cast<const uint8_t*>(a.column.values);
+    visit_fixed(to, [&]<class R>(std::type_identity<R>) {
+      R* out = reinterpret_cast<R*>(values);
+      for (int64_t i = 0; i < rows; ++i) out[i] = static_cast<R>(get_bit(bits, a.column.offset + i));
+    });
+  } else if (a.type.id == TypeId::kTimestamp && to.id == TypeId::kTimestamp) {
+    // Unit scaling: to a finer unit multiplies (wrapping), to a coarser one truncates toward zero.
+    const int steps = static_cast<int>(to.unit) - static_cast<int>(a.type.unit);
+    int64_t factor = 1;
+    for (int i = 0; i < std::abs(steps); ++i) factor *= 1000;
+    const int64_t* x = a.column.typed<int64_t>();
+    auto* out = reinterpret_cast<int64_t*>(values);
+    for (int64_t i = 0; i < rows; ++i) out[i] = steps > 0 ? mul<int64_t>(x[i], factor) : x[i] / factor;
+  } else {
+    visit_fixed(a.type, [&]<class T>(std::type_identity<T>) {
+      visit_fixed(to, [&]<class R>(std::type_identity<R>) {
+        const T* x = a.column.typed<T>();
+        R* out = reinterpret_cast<R*>(values);
+        if constexpr (std::is_floating_point_v<T> && std::is_integral_v<R>) {
+          // Out of range is undefined in C++: convert only what fits, then report the first
+          // non-null value that did not.
+          bool all_fit = true;
+          for (int64_t i = 0; i < rows; ++i) {
+            const bool ok = fits<R>(x[i]);
+            all_fit &= ok;
+            out[i] = ok ? static_cast<R>(x[i]) : R{};
+          }
+          if (!all_fit) {
+            if (auto row = first_bad_row(rows, validity, [&](int64_t i) { return !fits<R>(x[i]); })) {
+              row_error(node, "cannot cast " + python_float(static_cast<double>(x[*row])) + " to " + to.to_string(),
+                        *row);
+            }
+          }
+        } else {
+          // Integer to integer is modular (C++20), integer to float rounds, float to float rounds.
+          for (int64_t i = 0; i < rows; ++i) out[i] = static_cast<R>(x[i]);
+        }
+      });
+    });
+  }
+  return finish(to, a.scalar, rows, values, nullptr, validity, std::move(owned));
+}
+
+// One value for every row, as a column of n rows.
+Datum broadcast(const Datum& d, int64_t n) {
+  if (d.null_scalar()) return all_null(d.type, false, n);
+  auto owned = std::make_shared<Owned>();
+  const void* values = nullptr;
+  const uint8_t* data = nullptr;
+  switch (d.type.layout()) {
+    case Layout::kBits: {
+      uint8_t* bits = owned->alloc(static_cast<size_t>(bytes_for(n)));
+      std::memset(bits, get_bit(static_cast<const uint8_t*>(d.column.values), d.column.offset) ? 0xFF : 0,
+                  static_cast<size_t>(bytes_for(n)));
+      values = bits;
+      break;
+    }
+    case Layout::kFixed: {
+      uint8_t* out = owned->alloc(static_cast<size_t>(n * d.type.byte_width()));
+      visit_fixed(d.type, [&]<class T>(std::type_identity<T>) {
+        std::fill_n(reinterpret_cast<T*>(out), n, d.column.typed<T>()[0]);
+      });
+      values = out;
+      break;
+    }
+    default: {
+      ColumnBuilder b(d.type);
+      visit_strings(d, [&](const auto& s) {
+        for (int64_t i = 0; i < n; ++i) b.append_string(s[0]);
+      });
+      return finish_builder(b, false);
+    }
+  }
+  return finish(d.type, false, n, values, data, nullptr, std::move(owned));
+}
+
+Datum eval(const NodePtr& node, const Context& ctx) {
+  const Node& nd = *node;
+  switch (nd.kind) {
+    case Node::Kind::kColumn: {
+      Datum d;
+      d.type = nd.type;
+      d.column = ctx.batch.column(nd.column);
+      d.owner = ctx.batch.owner();
+      return d;
+    }
+    case Node::Kind::kLiteral: {
+      Datum d;
+      d.type = nd.type;
+      d.column = nd.literal_column();
+      d.scalar = true;
+      d.owner = node;  // the column points into the node
+      return d;
+    }
+    case Node::Kind::kCast:
+      return eval_cast(nd, eval(nd.args[0], ctx), ctx.n);
+    case Node::Kind::kUnary:
+      return eval_unary(nd, eval(nd.args[0], ctx), ctx.n);
+    case Node::Kind::kContains:
+    case Node::Kind::kStartsWith:
+      return eval_string_predicate(nd, eval(nd.args[0], ctx), ctx.n);
+    case Node::Kind::kBinary:
+      break;
+  }
+  const Datum a = eval(nd.args[0], ctx);
+  const Datum b = eval(nd.args[1], ctx);
+  switch (nd.op) {
+    case Op::kAnd:
+    case Op::kOr: return eval_logic(nd, a, b, ctx.n);
+    case Op::kEq:
+    case Op::kNe:
+    case Op::kLt:
+    case Op::kLe:
+    case Op::kGt:
+    case Op::kGe: return eval_comparison(nd, a, b, ctx.n);
+    default: return eval_arithmetic(nd, a, b, ctx.n);
+  }
+}
+
+}  // namespace
+
+Value evaluate(const BoundExpr& bound, const Batch& batch) {
+  const Context ctx{batch, batch.num_rows()};
+  Datum d = eval(bound.root(), ctx);
+  if (d.scalar) d = broadcast(d, ctx.n);
+  Value v;
+  v.type = bound.type();  // relabels (timestamp + int) keep the bound type
+  v.length = ctx.n;
+  v.column = d.column;
+  v.owner = std::move(d.owner);
+  return v;
+}
+
+std::vector<std::pair<int64_t, int64_t>> true_runs(const Value& value) {
+  const int64_t n = value.length;
+  Owned scratch;
+  const uint8_t* values =
+      aligned(static_cast<const uint8_t*>(value.column.values), value.column.offset, n, value.owner, scratch);
+  const uint8_t* validity = value.column.may_have_nulls()
+                                ? aligned(value.column.validity, value.column.offset, n, value.owner, scratch)
+                                : nullptr;
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  int64_t start = -1;  // of the open run, if any
+  for (int64_t word = 0; word * 64 < n; ++word) {
+    const int64_t base = word * 64;
+    const int64_t count = std::min<int64_t>(64, n - base);
+    const int64_t bytes = bytes_for(count);
+    uint64_t w = load(Bits{values}, base / 8, bytes) & load(Bits{validity}, base / 8, bytes);
+    if (count < 64) w &= (uint64_t{1} << count) - 1;
+    // Whole words that neither start nor end a run are skipped; the rest go bit by bit.
+    if ((w == 0 && start < 0) || (w == ~uint64_t{0} && start >= 0)) continue;
+    for (int64_t i = 0; i < count; ++i) {
+      const bool on = (w >> i) & 1;
+      if (on && start < 0) {
+        start = base + i;
+      } else if (!on && start >= 0) {
+        runs.emplace_back(start, base + i - start);
+        start = -1;
+      }
+    }
+  }
+  if (start >= 0) runs.emplace_back(start, n - start);
+  return runs;
+}
+
+}  // namespace pao
