@@ -562,25 +562,31 @@ size_t Pipeline::step(size_t i, size_t worker) {
       if (w->pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
       // Merge the pieces by source row: a counting sort over the morsel's rows, then runs of one
       // piece's consecutive output rows become gather segments.
+      // Merge the pieces by source row: a counting sort over the morsel's rows, then runs of one
+      // piece's consecutive output rows become gather segments. Pieces without rows (operators
+      // may return an empty Piece{} without a schema) take no part.
+      std::vector<const ops::Piece*> parts;
+      for (const auto& p : w->results)
+        if (p.batch.num_rows() > 0) parts.push_back(&p);
       Batch merged;
-      if (w->results.size() == 1) {
-        merged = std::move(w->results[0].batch);
-      } else {
+      if (parts.size() == 1) {
+        merged = parts[0]->batch;
+      } else if (parts.size() > 1) {
         const int64_t rows = w->batch.num_rows();
         std::vector<int64_t> start(static_cast<size_t>(rows) + 1, 0);
-        int64_t total = 0;
-        for (auto& p : w->results)
-          for (int64_t s : p.source_rows) ++start[static_cast<size_t>(s) + 1];
+        for (const ops::Piece* p : parts)
+          for (int64_t s : p->source_rows) ++start[static_cast<size_t>(s) + 1];
         for (size_t r = 0; r < static_cast<size_t>(rows); ++r) start[r + 1] += start[r];
-        total = start[static_cast<size_t>(rows)];
+        const int64_t total = start[static_cast<size_t>(rows)];
         std::vector<std::pair<uint32_t, int64_t>> order(static_cast<size_t>(total));
-        for (uint32_t p = 0; p < w->results.size(); ++p) {
-          const auto& src = w->results[p].source_rows;
-          for (size_t j = 0; j < src.size(); ++j) order[static_cast<size_t>(start[static_cast<size_t>(src[j])]++)] = {p, static_cast<int64_t>(j)};
+        for (uint32_t p = 0; p < parts.size(); ++p) {
+          const auto& src = parts[p]->source_rows;
+          for (size_t j = 0; j < src.size(); ++j)
+            order[static_cast<size_t>(start[static_cast<size_t>(src[j])]++)] = {p, static_cast<int64_t>(j)};
         }
         std::vector<Batch> sources;
-        sources.reserve(w->results.size());
-        for (auto& p : w->results) sources.push_back(p.batch);
+        sources.reserve(parts.size());
+        for (const ops::Piece* p : parts) sources.push_back(p->batch);
         std::vector<Segment> segs;
         for (const auto& [p, j] : order) {
           if (!segs.empty() && segs.back().source == p && segs.back().start + segs.back().length == j) {
@@ -626,6 +632,11 @@ std::optional<Batch> Pipeline::next() {
       std::lock_guard e(error_mutex_);
       if (error_) {
         std::exception_ptr err = error_;
+        // Hand the error out once and keep only a plain one: a Python exception holds its
+        // traceback, whose frames hold the result that holds this pipeline, a reference cycle
+        // through C++ that Python's collector cannot see and that would keep every batch alive.
+        error_ = std::make_exception_ptr(
+            Error(ErrorKind::kUsage, "the pipeline failed; its error was raised by an earlier call"));
         lock.unlock();
         stop_threads();
         std::rethrow_exception(err);
