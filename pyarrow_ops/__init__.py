@@ -15,13 +15,13 @@ from pyarrow_ops.errors import *  # noqa: F403 (the exception classes, listed in
 from pyarrow_ops.expr import Expr, col, lit
 from pyarrow_ops.io import Result
 from pyarrow_ops.merge import merge
-from pyarrow_ops.pipeline import Pipeline, PipelineResult
+from pyarrow_ops.pipeline import LiveInput, Pipeline, PipelineResult
 from pyarrow_ops.windows import Window, sliding, tumbling
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "DESIGNS", "Agg", "AggregateResult", "Expr", "LiveAggregate", "Pipeline", "PipelineResult", "Result", "Window",
+    "DESIGNS", "Agg", "AggregateResult", "Expr", "LiveAggregate", "LiveInput", "Pipeline", "PipelineResult", "Result", "Window",
     "aggregate", "col", "count", "first", "last", "lit", "live_aggregate", "max", "mean", "merge", "min",
     "sliding", "sum", "tumbling", *errors.__all__,
 ]

@@ -4,7 +4,8 @@ and give exactly the output of a sequential run (docs/pipeline.md)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Mapping
+import queue
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -207,7 +208,7 @@ class Pipeline:
 
     def _schema(self) -> pa.Schema:
         first = self._inputs[0]
-        if isinstance(first, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)):
+        if isinstance(first, (pa.Table, pa.RecordBatch, pa.RecordBatchReader, LiveInput)):
             return first.schema
         if hasattr(first, "__arrow_c_schema__") or hasattr(first, "__arrow_c_stream__"):
             return pa.schema(first) if hasattr(first, "__arrow_c_schema__") else pa.table(first).schema
@@ -293,6 +294,66 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"Pipeline(time={self._time!r}, operators={[n for n, _ in self._ops]})"
+
+
+class LiveInput:
+    """An input that your own threads push record batches into while a pipeline runs.
+
+    Pass it to :class:`Pipeline` like any input; then, from any thread, :meth:`push` batches (in
+    time order) and finally :meth:`close`. ``push`` waits while ``max_batches`` batches are queued
+    (back-pressure: memory stays bounded however fast you push). The pipeline's result yields
+    batches as they are ready. With several inputs, the merge needs every open input's next tuple
+    (or its close) before it can release a later one, so an idle input holds the others back
+    until it pushes or closes.
+
+    >>> import threading, pyarrow as pa, pyarrow_ops as po
+    >>> live = po.LiveInput(pa.schema([("ts", pa.int64()), ("user", pa.int64())]))
+    >>> result = po.Pipeline(live, time="ts").sessionize("user", gap=10).run(threads=2)
+    >>> def produce():
+    ...     live.push(pa.record_batch({"ts": [1, 30], "user": [7, 7]}))
+    ...     live.close()
+    >>> threading.Thread(target=produce).start()
+    >>> result.to_arrow().column("session").to_pylist()
+    [0, 1]
+    """
+
+    _END = object()
+
+    def __init__(self, schema: pa.Schema, max_batches: int = 16) -> None:
+        if not isinstance(schema, pa.Schema):
+            raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
+        self.schema = schema
+        self._queue: queue.Queue[Any] = queue.Queue(max_batches)
+        self._closed = False
+        self._pushed = 0
+
+    def push(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Queues a batch (or each batch of a table); waits while the queue is full."""
+        if self._closed:
+            raise _engine.UsageError("push() after close(): this live input is closed")
+        batches = batch.to_batches() if isinstance(batch, pa.Table) else [pa.record_batch(batch)]
+        for b in batches:
+            if not b.schema.equals(self.schema):
+                raise _engine.SchemaMismatchError(
+                    f"live input, batch {self._pushed}: schema {b.schema} differs from the input's {self.schema}")
+            self._pushed += 1
+            self._queue.put(b)
+
+    def close(self) -> None:
+        """Ends the input: nothing more will be pushed."""
+        if not self._closed:
+            self._closed = True
+            self._queue.put(LiveInput._END)
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        while (b := self._queue.get()) is not LiveInput._END:
+            yield b
+
+    def __arrow_c_schema__(self) -> object:
+        return self.schema.__arrow_c_schema__()
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        return pa.RecordBatchReader.from_batches(self.schema, self._batches()).__arrow_c_stream__(requested_schema)
 
 
 class PipelineResult(Result):

@@ -20,7 +20,7 @@ def test_python_blocks_in_docs_run(path, tmp_path, monkeypatch):
         exec(compile(block, str(path), "exec"), namespace)
 
 
-@pytest.mark.parametrize("name", ["", ".datasets", ".errors", ".expr", ".io", ".merge"])
+@pytest.mark.parametrize("name", ["", ".datasets", ".errors", ".expr", ".io", ".merge", ".pipeline"])
 def test_docstring_examples(name):
     module = importlib.import_module("pyarrow_ops" + name)
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)

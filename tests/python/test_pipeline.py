@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import itertools
 import random
+import threading
 
 import hypothesis.strategies as st
 import pyarrow as pa
@@ -240,3 +241,34 @@ def test_a_failed_run_releases_its_batches():
     # The exception's traceback held the batch handed to fn; it is gone with the except block.
     gc.collect()
     assert po._engine.live_exports() == before
+
+
+def test_live_inputs_pushed_from_threads_give_the_batch_result():
+    rng = random.Random(11)
+    tables = _inputs(rng, 2, 3000, 20, False)
+    expected = po.Pipeline(tables, time="ts").sessionize("k", gap=3).running("k", {"n": po.count()}).run(
+        threads=1).to_arrow()
+    lives = [po.LiveInput(t.schema, max_batches=2) for t in tables]
+    result = po.Pipeline(lives, time="ts").sessionize("k", gap=3).running("k", {"n": po.count()}).run(threads=2)
+
+    def produce(live, table):
+        for b in table.to_batches(max_chunksize=37):
+            live.push(b)
+        live.close()
+
+    threads = [threading.Thread(target=produce, args=(lv, t)) for lv, t in zip(lives, tables)]
+    for th in threads:
+        th.start()
+    got = result.to_arrow()
+    for th in threads:
+        th.join()
+    assert got.equals(expected)
+
+
+def test_live_input_checks_pushed_schemas():
+    live = po.LiveInput(pa.schema([("ts", pa.int64())]))
+    with pytest.raises(po.SchemaMismatchError, match="live input, batch 0"):
+        live.push(pa.record_batch({"ts": pa.array([1], pa.int32())}))
+    live.close()
+    with pytest.raises(po.UsageError, match="closed"):
+        live.push(pa.record_batch({"ts": [1]}))
