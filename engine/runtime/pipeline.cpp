@@ -308,8 +308,12 @@ void Pipeline::link(size_t i, Output* out) {
     w->serial = serial++;
     st.queued_rows.fetch_add(w->batch.num_rows(), std::memory_order_relaxed);
     if (st.kind == ops::OpKind::kPartitioned) {
-      for (uint32_t k = 0; k < w->piece_rows.size(); ++k)
-        st.parts->push({new PieceRef{w, k}, w->piece_partition[k], w->serial});
+      // Once its last piece is pushed a worker may finish the morsel and free `w`: read
+      // everything first.
+      const auto pieces = static_cast<uint32_t>(w->piece_rows.size());
+      const uint64_t s = w->serial;
+      std::vector<uint32_t> partition = w->piece_partition;
+      for (uint32_t k = 0; k < pieces; ++k) st.parts->push({new PieceRef{w, k}, partition[k], s});
     } else {
       st.fifo.push({w, 0, w->serial});
     }
@@ -557,7 +561,17 @@ size_t Pipeline::step(size_t i, size_t worker) {
       delete ref;
       if (i == 0 && w->entry_ns.load(std::memory_order_relaxed) == 0)
         w->entry_ns.store(now_ns(), std::memory_order_relaxed);
-      w->results[k] = st.op->process_rows(w->batch, w->piece_rows[k], w->piece_partition[k]);
+      try {
+        w->results[k] = st.op->process_rows(w->batch, w->piece_rows[k], w->piece_partition[k]);
+      } catch (...) {
+        // The run fails (the worker's caller records it); the morsel is freed by whoever holds
+        // its last piece: us now, or release_all() for pieces still queued.
+        if (w->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+          delete w;
+          inflight_.fetch_sub(1, std::memory_order_relaxed);
+        }
+        throw;
+      }
       // acq_rel: the last piece to finish must see every other piece's result.
       if (w->pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
       // Merge the pieces by source row: a counting sort over the morsel's rows, then runs of one
@@ -604,7 +618,14 @@ size_t Pipeline::step(size_t i, size_t worker) {
   if (!e) return 0;
   Work* w = e->item;
   if (i == 0 && w->entry_ns.load(std::memory_order_relaxed) == 0) w->entry_ns.store(now_ns(), std::memory_order_relaxed);
-  Batch out = st.op->process(w->batch);
+  Batch out;
+  try {
+    out = st.op->process(w->batch);
+  } catch (...) {
+    delete w;  // the run fails; nothing else holds this morsel
+    inflight_.fetch_sub(1, std::memory_order_relaxed);
+    throw;
+  }
   complete(i, w, std::move(out));
   return 1;
 }
