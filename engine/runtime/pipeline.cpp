@@ -308,8 +308,13 @@ void Pipeline::link(size_t i, Output* out) {
     w->serial = serial++;
     st.queued_rows.fetch_add(w->batch.num_rows(), std::memory_order_relaxed);
     if (st.kind == ops::OpKind::kPartitioned) {
-      for (uint32_t k = 0; k < w->piece_rows.size(); ++k)
-        st.parts->push({new PieceRef{w, k}, w->piece_partition[k], w->serial});
+      // Nothing of w may be read after its last piece is pushed: workers can then run every
+      // piece, and the last to finish deletes w (complete()). The loop used to re-read
+      // w->piece_rows.size() after that push, a use-after-free ThreadSanitizer found in
+      // test_runtime; what the loop needs is read before each push instead.
+      const auto pieces = static_cast<uint32_t>(w->piece_rows.size());
+      const uint64_t s = w->serial;
+      for (uint32_t k = 0; k < pieces; ++k) st.parts->push({new PieceRef{w, k}, w->piece_partition[k], s});
     } else {
       st.fifo.push({w, 0, w->serial});
     }
