@@ -501,8 +501,9 @@ bool run_partition(const PartitionConfig& c) {
           jitter(rng);
           ps.busy.fetch_sub(1, std::memory_order_relaxed);
           if (pc->input->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-            // Only a queue that broke the limit gets here unadmitted (counted above); wait
-            // rather than overwrite a slot of the tracker, so the run goes on to report it.
+            // Only a queue that broke the limit gets here unadmitted (counted above): wait
+            // rather than overwrite a slot of the tracker. The run may then stall (every worker
+            // waiting), and the timeout ends it; the counts above say why.
             while (!done.admit(pc->input->serial) && !stop.load(std::memory_order_relaxed)) std::this_thread::yield();
             if (done.admit(pc->input->serial)) done.send(pc->input->serial, pc->input);
           }
