@@ -52,7 +52,8 @@ def _random_chain(rng: random.Random) -> list[tuple]:
     used = 0
     for _ in range(rng.randrange(1, 5)):
         used += 1
-        choice = rng.choice(["filter", "with_columns", "sessionize", "lag", "running", "delta", "dedupe", "map"])
+        choice = rng.choice(["filter", "with_columns", "select", "sessionize", "lag", "running", "delta", "dedupe",
+                             "map"])
         c = rng.randrange(-20, 20)
         if choice == "filter":
             chain.append(("filter", (col("v") > c,), {},
@@ -62,6 +63,12 @@ def _random_chain(rng: random.Random) -> list[tuple]:
             chain.append(("with_columns", (), {name: col("v") * 2 + c},
                           {"op": "with_columns",
                            "named": {name: (lambda r, c=c: None if r["v"] is None else r["v"] * 2 + c, pa.int64())}}))
+        elif choice == "select":  # keeps the columns later operators use, adds one, drops the rest
+            name = f"e{used}"
+            chain.append(("select", ("ts", "k", "v", "item"), {name: (col("v") % 7) == c % 7},
+                          {"op": "select", "columns": ["ts", "k", "v", "item"],
+                           "named": {name: (lambda r, c=c: None if r["v"] is None else r["v"] % 7 == c % 7,
+                                            pa.bool_())}}))
         elif choice == "sessionize":
             gap = rng.randrange(0, 10)
             chain.append(("sessionize", ("k",), {"gap": gap, "name": f"s{used}"},
