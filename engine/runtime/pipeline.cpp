@@ -27,14 +27,20 @@ int64_t now_ns() {
       .count();
 }
 
-// Rows per morsel when options.morsel_rows is 0: enough morsels per batch for every worker to
-// have one or two (so a small live batch still spreads over the workers and its latency is one
-// morsel's processing time), but no more than 2048 rows (a morsel's columns stay in L2 across the
-// operators' column loops) and no fewer than 64 (below that the per-morsel costs, about a
-// microsecond of queueing and reordering, dominate cheap operators).
+// Rows per morsel when options.morsel_rows is 0. At the ingress: about two morsels per worker per
+// input batch, so a small live batch still spreads over the workers and its latency is one
+// morsel's processing time, between 64 rows (below that fixed per-morsel costs dominate cheap
+// operators) and kMaxMorsel. Between operators an output is cut only above kMaxMorsel: cutting
+// again would shrink morsels stage by stage (a filter's output is smaller than its input), and
+// each partitioned operator already splits a morsel into one piece per partition it touches.
+// Measured on 2M tuples through with_columns -> filter -> sessionize -> running (2 cores, 64
+// hybrid partitions): 1.66 / 2.47 Mt/s (1 / 2 workers) at 2048-row morsels, 3.87 / 5.09 at 8192,
+// 4.17 / 8.52 at 32768 (docs/pipeline.md, "Morsel size").
+constexpr int64_t kMaxMorsel = 32768;
+
 int64_t morsel_rows_for(int64_t batch_rows, size_t threads) {
   const int64_t per_worker = (batch_rows + 2 * static_cast<int64_t>(threads) - 1) / (2 * static_cast<int64_t>(threads));
-  return std::clamp<int64_t>(per_worker, 64, 2048);
+  return std::clamp<int64_t>(per_worker, 64, kMaxMorsel);
 }
 
 }  // namespace
@@ -251,7 +257,7 @@ Output* Pipeline::prepare(size_t i, Batch batch, int64_t entry_ns) {
   }
   if (rows == 0) return out;
   const Stage& st = *stages_[i];
-  const int64_t m = morsel_rows_ != 0 ? morsel_rows_ : morsel_rows_for(rows, threads_);
+  const int64_t m = morsel_rows_ != 0 ? morsel_rows_ : i == 0 ? morsel_rows_for(rows, threads_) : kMaxMorsel;
   std::vector<uint64_t> hashes;
   if (st.kind == ops::OpKind::kPartitioned) window::key_hashes(batch, st.keys, hashes);
   for (int64_t start = 0; start < rows; start += m) {
@@ -420,7 +426,7 @@ int Pipeline::pick(size_t, uint64_t excluded) {
       // of the capacity (equation 1); the last operator's output is the result queue, which the
       // consumer empties, so it always qualifies.
       const double capacity = static_cast<double>(max_inflight_) *
-                              static_cast<double>(morsel_rows_ != 0 ? morsel_rows_ : 2048);
+                              static_cast<double>(morsel_rows_ != 0 ? morsel_rows_ : kMaxMorsel);
       for (size_t k = 0; k < nc; ++k) {
         const size_t i = cands[k].i;
         if (i + 1 == n) return static_cast<int>(i);
