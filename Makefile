@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.4" cmake ninja
-	$(PY) -m pip install -q --no-build-isolation -Ceditable.rebuild=true -Ceditable.verbose=false -e '.[test,bench]'
+	$(PY) -m pip install -q --no-build-isolation -Ceditable.rebuild=true -Ceditable.verbose=false -e '.[test,bench,spark]'
 	touch $@
 
 cpp-test: install

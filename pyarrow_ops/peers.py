@@ -463,37 +463,13 @@ def _duckdb_exprs(schema: pa.Schema, aggs, sequence: str | None, *, panes: bool)
 # --- Spark --------------------------------------------------------------------------------------
 
 SPARK_FORMULATIONS = ("window", "explode")
-_spark = None
 
 
 def spark_session():
-    """One local[2] SparkSession for the process (created on first use, then reused).
+    """The process's local[2] SparkSession: :func:`pyarrow_ops.spark.session`."""
+    from pyarrow_ops.spark import session
 
-    Settings for a small machine: 2 cores, 4 shuffle partitions (the default 200 makes every small
-    aggregation pay for 200 tasks), no web UI or console progress bar, 4 GB driver memory (local mode
-    runs everything in the driver JVM; it applies only if this call starts the JVM), results of any size
-    collected, session time zone UTC (only for display: the peer converts times as plain integers).
-    """
-    global _spark
-    if _spark is None or _spark.sparkContext._jsc is None:  # none yet, or stopped since
-        from pyspark.sql import SparkSession
-
-        _spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("pyarrow-ops-peers")
-            .config("spark.driver.memory", "4g")
-            .config("spark.driver.maxResultSize", "0")
-            .config("spark.sql.shuffle.partitions", "4")
-            .config("spark.default.parallelism", "2")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-            .config("spark.sql.session.timeZone", "UTC")
-            .getOrCreate()
-        )
-        _spark.sparkContext.setLogLevel("ERROR")
-    return _spark
-
+    return session()
 
 def _spark_input_column(column):
     """A column as a type Spark takes from Arrow: it has no unsigned integers (uint64 goes to decimal(20, 0),
