@@ -9,7 +9,7 @@ import random
 import hypothesis.strategies as st
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 import pyarrow_ops as po
 
@@ -53,6 +53,7 @@ def _same(got: pa.Table, expected: pa.Table) -> None:
                                                                  HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), n_inputs=st.integers(1, 3), keys=st.integers(1, 6),
        string_keys=st.booleans(), size=st.integers(1, 8), advance=st.integers(1, 8), as_one=st.booleans())
+@example(seed=139, n_inputs=1, keys=1, string_keys=False, size=1, advance=1, as_one=True)  # empty input
 def test_spark_equals_in_process(spark, seed, n_inputs, keys, string_keys, size, advance, as_one):
     rng = random.Random(seed)
     tables = _inputs(rng, n_inputs, 80, keys, string_keys)
@@ -62,7 +63,7 @@ def test_spark_equals_in_process(spark, seed, n_inputs, keys, string_keys, size,
         combined = pa.concat_tables([
             t.append_column("src", pa.array([i] * t.num_rows, pa.int32()))
              .append_column("seq", pa.array(range(t.num_rows), pa.int64())) for i, t in enumerate(tables)])
-        df = spark.createDataFrame(combined.to_pandas()) if combined.num_rows == 0 else spark.createDataFrame(combined)
+        df = spark.createDataFrame(combined)
         out = ps.aggregate(df, time="t", key="k", window=window, aggs=AGGS, input_column="src", order_by="seq")
     else:
         out = ps.aggregate([spark.createDataFrame(t) for t in tables], time="t", key="k", window=window,
