@@ -31,14 +31,6 @@ master queue, work delegated to the partition's active worker), ``"partitioned"`
 partition), ``"shared"`` (one queue, key locks)."""
 
 
-def _duration(value: int | dt.timedelta, name: str, time_type: pa.DataType) -> int:
-    return _in_units(value, name, time_type)
-
-
-def _agg_specs(aggs: Mapping[str, Agg]) -> list[tuple[str, str, str]]:
-    return _aggs(aggs)
-
-
 def _names(columns: str | Iterable[str], what: str) -> list[str]:
     if isinstance(columns, str):
         return [columns]
@@ -146,7 +138,7 @@ class Pipeline:
 
     def running(self, key: str | list[str], aggs: Mapping[str, Agg]) -> Pipeline:
         """Adds one column per aggregate over the key's tuples so far, this one included."""
-        return self._add("running", _key(key), _agg_specs(aggs))
+        return self._add("running", _key(key), _aggs(aggs))
 
     def dedupe(self, key: str | list[str], within: int | dt.timedelta | None = None) -> Pipeline:
         """Keeps a key's first tuple; with ``within``, also a tuple more than ``within`` after the
@@ -165,7 +157,7 @@ class Pipeline:
         close when its own time passes them (docs/pipeline.md); without one, stateful."""
         if not isinstance(window, Window):
             raise TypeError(f"window must be po.sliding(...) or po.tumbling(...), got {window!r}")
-        return self._add("window_aggregate", _keys(key), window, _agg_specs(aggs))
+        return self._add("window_aggregate", _keys(key), window, _aggs(aggs))
 
     # Stateful operators.
     def top_k(self, k: int, by: str, per: str | None = None, descending: bool = True) -> Pipeline:
@@ -193,12 +185,12 @@ class Pipeline:
             elif name in ("select", "with_columns"):
                 specs.append((name, [(n, e._to_ir()) for n, e in args[0]]))
             elif name == "sessionize":
-                specs.append((name, args[0], _duration(args[1], "gap", time_type), args[2]))
+                specs.append((name, args[0], _in_units(args[1], "gap", time_type), args[2]))
             elif name == "dedupe":
-                within = None if args[1] is None else _duration(args[1], "within", time_type)
+                within = None if args[1] is None else _in_units(args[1], "within", time_type)
                 specs.append((name, args[0], within))
             elif name == "pairs":
-                specs.append((name, args[0], args[1], _duration(args[2], "gap", time_type)))
+                specs.append((name, args[0], args[1], _in_units(args[2], "gap", time_type)))
             elif name == "window_aggregate":
                 size, advance, offset = args[1].resolve(time_type)
                 specs.append((name, args[0], size, advance, offset, args[2]))

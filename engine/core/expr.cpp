@@ -258,9 +258,7 @@ namespace {
 using Node = BoundExpr::Node;
 using NodePtr = std::shared_ptr<const Node>;
 
-bool is_signed_int(TypeId id) { return id >= TypeId::kInt8 && id <= TypeId::kInt64; }
-bool is_unsigned_int(TypeId id) { return id >= TypeId::kUInt8 && id <= TypeId::kUInt64; }
-bool is_int(TypeId id) { return is_signed_int(id) || is_unsigned_int(id); }
+bool is_int(TypeId id) { return is_signed_integer(id) || is_unsigned_integer(id); }
 bool is_float(TypeId id) { return id == TypeId::kFloat32 || id == TypeId::kFloat64; }
 bool is_numeric(TypeId id) { return is_int(id) || is_float(id); }
 bool is_string(TypeId id) { return id == TypeId::kUtf8 || id == TypeId::kLargeUtf8; }
@@ -288,9 +286,9 @@ DataType promote(const DataType& a, const DataType& b) {
   }
   const int wa = a.byte_width();
   const int wb = b.byte_width();
-  if (is_signed_int(a.id) == is_signed_int(b.id)) return of(int_type(is_signed_int(a.id), std::max(wa, wb)));
-  const int ws = is_signed_int(a.id) ? wa : wb;
-  const int wu = is_signed_int(a.id) ? wb : wa;
+  if (is_signed_integer(a.id) == is_signed_integer(b.id)) return of(int_type(is_signed_integer(a.id), std::max(wa, wb)));
+  const int ws = is_signed_integer(a.id) ? wa : wb;
+  const int wu = is_signed_integer(a.id) ? wb : wa;
   return of(int_type(true, ws > wu ? ws : std::min(2 * wu, 8)));
 }
 

@@ -151,7 +151,7 @@ class LagDelta final : public PartitionedOperator<PreviousPart> {
       }
       if (type.id == TypeId::kFloat32 || type.id == TypeId::kFloat64) {
         added.push_back({n + suffix, of(TypeId::kFloat64), true});
-      } else if (is_signed_integer(type.id) || is_unsigned_integer(type.id)) {
+      } else if (is_signed_storage(type.id) || is_unsigned_integer(type.id)) {
         added.push_back({n + suffix, of(TypeId::kInt64), true});
       } else {
         throw Error(ErrorKind::kUnsupportedType, "delta: column '" + n + "' has type " + type.to_string() +
@@ -225,7 +225,7 @@ class LagDelta final : public PartitionedOperator<PreviousPart> {
       case TypeId::kFloat32: return std::bit_cast<uint64_t>(static_cast<double>(std::bit_cast<float>(
           static_cast<uint32_t>(raw_bits(c, type, row)))));
       case TypeId::kFloat64: return raw_bits(c, type, row);
-      default: return is_signed_integer(type.id) ? static_cast<uint64_t>(signed_at(c, type, row)) : raw_bits(c, type, row);
+      default: return is_signed_storage(type.id) ? static_cast<uint64_t>(signed_at(c, type, row)) : raw_bits(c, type, row);
     }
   }
 
@@ -404,7 +404,7 @@ class Pairs final : public PartitionedOperator<PairsPart> {
         gap_(gap) {
     check_gap(gap_, "pairs");
     const DataType& item_type = input_->fields[item_].type;
-    const bool integer = (is_signed_integer(item_type.id) || is_unsigned_integer(item_type.id)) &&
+    const bool integer = (is_signed_storage(item_type.id) || is_unsigned_integer(item_type.id)) &&
                          item_type.id != TypeId::kDate32 && item_type.id != TypeId::kTimestamp;
     if (!integer && !is_string(item_type)) {
       throw Error(ErrorKind::kUnsupportedType, "pairs: item column '" + item_name_ + "' has type " +

@@ -59,20 +59,6 @@ std::string quoted_list(const std::vector<std::string>& names) {
   return out;
 }
 
-bool is_signed_integer(TypeId id) noexcept {
-  switch (id) {
-    case TypeId::kInt8: case TypeId::kInt16: case TypeId::kInt32: case TypeId::kInt64:
-    case TypeId::kDate32: case TypeId::kTimestamp:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool is_unsigned_integer(TypeId id) noexcept {
-  return id == TypeId::kUInt8 || id == TypeId::kUInt16 || id == TypeId::kUInt32 || id == TypeId::kUInt64;
-}
-
 bool is_string(const DataType& type) noexcept {
   return type.layout() == Layout::kOffsets32 || type.layout() == Layout::kOffsets64;
 }

@@ -48,8 +48,6 @@ std::string quoted_list(const std::vector<std::string>& names);
 
 // --- Values ---------------------------------------------------------------------------------
 
-bool is_signed_integer(TypeId id) noexcept;    // int8..int64, date32, timestamp: sign-extended
-bool is_unsigned_integer(TypeId id) noexcept;  // uint8..uint64
 bool is_string(const DataType& type) noexcept;  // utf8, large_utf8
 
 // The value at `row` of a fixed-width column as its raw bytes in the low byte_width() bytes

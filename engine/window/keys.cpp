@@ -13,16 +13,6 @@ namespace {
 
 constexpr uint32_t kEmpty = UINT32_MAX;
 
-bool is_signed(TypeId id) {
-  switch (id) {
-    case TypeId::kInt8: case TypeId::kInt16: case TypeId::kInt32: case TypeId::kInt64:
-    case TypeId::kDate32: case TypeId::kTimestamp:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Inverse of key_order_value(): appends the value to `b`.
 void append_normalized(ColumnBuilder& b, uint64_t v) {
   const DataType& type = b.type();
@@ -49,7 +39,7 @@ void append_normalized(ColumnBuilder& b, uint64_t v) {
       break;
   }
   const int w = type.byte_width();
-  const uint64_t raw = is_signed(type.id) ? v - (uint64_t{1} << (w * 8 - 1)) : v;
+  const uint64_t raw = is_signed_storage(type.id) ? v - (uint64_t{1} << (w * 8 - 1)) : v;
   b.append_fixed(&raw);  // little-endian: the low w bytes are the value
 }
 
@@ -96,7 +86,7 @@ uint64_t key_order_value(const DataType& type, const Column& c, int64_t row) {
   }
   const int w = type.byte_width();
   const auto* p = static_cast<const uint8_t*>(c.values) + i * w;
-  if (is_signed(type.id)) {
+  if (is_signed_storage(type.id)) {
     int64_t v = 0;
     switch (w) {
       case 1: v = *reinterpret_cast<const int8_t*>(p); break;
