@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from time import perf_counter_ns as time_ns
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,7 @@ def aggregate_udf(
     aggs: Mapping[str, Agg],
     design: str = "auto",
     threads: int | None = None,
+    timer: Any = None,
 ) -> tuple[Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], pa.Schema]:
     """A function for ``DataFrame.mapInArrow`` that aggregates one Spark partition, and its output
     schema (pyarrow; ``pyspark.sql.pandas.types.from_arrow_schema`` turns it into Spark's).
@@ -83,6 +85,10 @@ def aggregate_udf(
     position)``); ``input_schema`` is the schema of the batches Spark hands over, those two columns
     included. Rows of one key must all be in one partition (``repartition(n, *key)``). The function
     reads the whole partition, splits it by input, and yields the window rows of ``aggregate``.
+
+    ``timer``, for benchmarks: a Spark accumulator (``sparkContext.accumulator(0.0)``) that each
+    partition adds its Python-side work to, in seconds: splitting by input and running the engine,
+    not the time spent receiving batches from the JVM or waiting while Spark consumes the output.
     """
     if INPUT_COLUMN not in input_schema.names:
         raise ValueError(f"the partition's rows need the input index column {INPUT_COLUMN!r}")
@@ -96,10 +102,16 @@ def aggregate_udf(
         table = pa.Table.from_batches(list(batches), schema=input_schema)
         if table.num_rows == 0:
             return
+        start = time_ns()
         index = table.column(INPUT_COLUMN)
         # Every input keeps its index, empty or not: ties in time are broken by input index.
         parts = [table.filter(pc.equal(index, i)).select(data_schema.names) for i in range(inputs)]
-        yield from _aggregate(parts, **params)
+        for batch in _aggregate(parts, **params):
+            busy = time_ns() - start
+            yield batch
+            start = time_ns() - busy  # the time suspended in yield is Spark's, not ours
+        if timer is not None:
+            timer.add((time_ns() - start) / 1e9)
 
     return run, output_schema
 
@@ -129,6 +141,7 @@ def aggregate(
     order_by: str | None = None,
     partitions: int | None = None,
     threads: int | None = None,
+    timer: Any = None,
 ) -> DataFrame:
     """:func:`pyarrow_ops.aggregate` on Spark: the identical table, as a Spark DataFrame.
 
@@ -146,6 +159,7 @@ def aggregate(
         partitions: Spark partitions the keys are hashed over (default: Spark's default
             parallelism). Without a key everything runs in one partition, with a warning.
         threads: engine threads per partition.
+        timer: for benchmarks, an accumulator of the Python workers' seconds (see :func:`aggregate_udf`).
 
     Returns:
         A DataFrame with columns window_start, window_end, the key columns and the aggregates,
@@ -187,6 +201,6 @@ def aggregate(
     ordered = spread.sortWithinPartitions(INPUT_COLUMN, POSITION_COLUMN)
     arrow_in = to_arrow_schema(ordered.schema, timezone="UTC")
     fn, arrow_out = aggregate_udf(arrow_in, n_inputs, time=time, key=keys or None, window=window, aggs=aggs,
-                                  design=design, threads=threads)
+                                  design=design, threads=threads, timer=timer)
     result = ordered.mapInArrow(fn, from_arrow_schema(arrow_out, prefer_timestamp_ntz=False))
     return result.orderBy(F.col("window_start"), *[F.asc_nulls_last(k) for k in keys])
