@@ -7,6 +7,7 @@ schema and row order as the engine (and as ``tests/python/reference.py:reference
     polars_aggregate(tables, time=, key=[...], size=, advance=, offset=, aggs={name: (function, column)})
     duckdb_aggregate(... the same ...)
     spark_aggregate(... the same ..., formulation="window" | "explode", spark=None)   (section "Spark" below)
+    spark_aggregate_df(df, schema=, key=, ...)   the same in Spark from a built DataFrame, returned unrun
 
 Windows are ``[s, s + size)`` for ``s = offset + k * advance`` (any integer k), in the time column's stored unit
 (days for date32). ``aggs`` maps an output name to ``(function, column)``, function one of count, sum, mean, min,
@@ -112,7 +113,7 @@ import pyarrow.compute as pc
 
 __all__ = [
     "FORMULATIONS", "SPARK_FORMULATIONS", "duckdb_aggregate", "output_schema", "polars_aggregate", "spark_aggregate",
-    "spark_session",
+    "spark_aggregate_df", "spark_session",
 ]
 
 FORMULATIONS = ("panes", "explode")
@@ -534,9 +535,47 @@ def spark_aggregate(
         lo, hi = bounds["min"], bounds["max"]
         if (hi - lo + 1) * rows < 2**63:  # one long that orders like (time, position)
             sequence = (F.col("__t") - F.lit(lo)) * F.lit(rows) + F.col("__g")
-        else:
-            sequence = F.struct("__t", "__g")
-    exprs = _spark_exprs(tables[0].schema, aggs, sequence)
+    result = spark_aggregate_df(df, schema=tables[0].schema, key=key, size=size, advance=advance, offset=offset,
+                                aggs=aggs, formulation=formulation, sequence=sequence)
+    out = _from_spark(result, spark)
+    if out is None:
+        return schema.empty_table()
+    return _finish(out, schema)
+
+
+def spark_aggregate_df(
+    df,
+    *,
+    schema: pa.Schema,
+    key: Sequence[str],
+    size: int,
+    advance: int,
+    offset: int = 0,
+    aggs: dict[str, tuple[str, str | None]],
+    formulation: str = "window",
+    sequence=None,
+):
+    """The Spark plan of :func:`spark_aggregate` over an already built DataFrame, not run: a DataFrame with
+    columns window_start and window_end (longs in the time column's stored unit), the keys and the aggregates,
+    ordered by window start, then key (nulls last).
+
+    ``df`` holds ``__t`` (long: the time in its stored unit, read as microseconds by ``"window"``), the key and
+    aggregated columns (as ``_spark_input_column`` makes them) and, for first/last, ``__g`` (long: a position
+    that orders ties in time like (input, position in the input)). ``schema`` is the inputs' Arrow schema: it
+    gives the aggregated columns' types (floating point, signed or unsigned integer). ``sequence`` is a column
+    that orders like (time, position) for first/last; by default the struct (``__t``, ``__g``). The benchmark
+    (pyarrow_ops.bench_spark) calls this on cached DataFrames so that building them is not timed.
+    """
+    from pyspark.sql import functions as F
+
+    if size <= 0 or advance <= 0:
+        raise ValueError("size and advance must be positive")
+    if formulation not in SPARK_FORMULATIONS:
+        raise ValueError(f"formulation must be one of {SPARK_FORMULATIONS}")
+    key = list(key)
+    if sequence is None and any(function in _ORDERED for function, _ in aggs.values()):
+        sequence = F.struct("__t", "__g")
+    exprs = _spark_exprs(schema, aggs, sequence)
 
     phase = offset % advance  # 0 <= phase < advance: windows start at phase + k * advance
     if size < advance:  # gaps between windows: drop the tuples in none (Spark needs size >= advance)
@@ -559,13 +598,9 @@ def spark_aggregate(
         df = df.withColumn("__k", F.explode(F.expr(f"sequence({k_first}, {k_last})")))
         grouped = df.groupBy("__k", *key).agg(*exprs)
         begin = F.col("__k") * F.lit(advance) + F.lit(offset)
-    result = grouped.select(
+    return grouped.select(
         begin.alias("window_start"), (begin + F.lit(size)).alias("window_end"), *key, *aggs
     ).orderBy("window_start", *(F.col(k).asc_nulls_last() for k in key))
-    out = _from_spark(result, spark)
-    if out is None:
-        return schema.empty_table()
-    return _finish(out, schema)
 
 
 def _spark_exprs(schema: pa.Schema, aggs, sequence) -> list:

@@ -263,20 +263,27 @@ class Pipeline:
                             ("slice_us", slice_us)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        options = (threads or 0, scheduler, reorder, partitioning, partitions or 0, morsel or 0,
+                   reorder_capacity or 0, max_inflight or 0, slice_us or 0, batch_size, float(rate))
+        self._last = self._start(options)
+        return self._last
+
+    def _start(self, options: tuple[Any, ...], *, merge: bool = True, carry: str = "") -> PipelineResult:
+        # merge=False, carry: see _engine.run_pipeline; pyarrow_ops.spark runs stages this way.
         streams: list[_engine.Stream] = []
         try:
             for index, item in enumerate(self._inputs):
                 streams.append(as_stream(item, index))
             schema = pa.schema(streams[0])
-            specs = self._specs(self._time_type(schema))
-            native, handle = _engine.run_pipeline(
-                streams, self._time, specs, threads or 0, scheduler, reorder, partitioning, partitions or 0,
-                morsel or 0, reorder_capacity or 0, max_inflight or 0, slice_us or 0, batch_size, float(rate))
+            # Unmerged input (a later Spark stage) may have lost the time column to an operator,
+            # like a window_aggregate; an operator that needs it still says so.
+            time_type = self._time_type(schema) if merge or self._time in schema.names else pa.int64()
+            specs = self._specs(time_type)
+            native, handle = _engine.run_pipeline(streams, self._time, specs, *options, merge=merge, carry=carry)
         finally:
             for stream in streams:
                 stream.close()
-        self._last = PipelineResult(native, handle)
-        return self._last
+        return PipelineResult(native, handle)
 
     def stats(self) -> dict[str, Any]:
         """The statistics of this pipeline's last run (see :meth:`PipelineResult.stats`)."""

@@ -116,17 +116,31 @@ def aggregate_udf(
     return run, output_schema
 
 
-def _with_input_and_position(dfs: Sequence[DataFrame], order_by: str | None) -> DataFrame:
+def _tagged(inputs: DataFrame | Sequence[DataFrame], input_column: str | None,
+            order_by: str | None) -> tuple[DataFrame, int]:
+    """The inputs as one DataFrame whose rows carry their input index (``__pao_input``) and their
+    position within that input (``__pao_position``), and the number of inputs."""
+    from pyspark.sql import DataFrame as SparkDataFrame
     from pyspark.sql import functions as F
 
-    tagged = []
+    def position():
+        return F.col(order_by) if order_by is not None else F.monotonically_increasing_id()
+
+    if isinstance(inputs, SparkDataFrame):
+        if input_column is None:
+            return inputs.withColumn(INPUT_COLUMN, F.lit(0)).withColumn(POSITION_COLUMN, position()), 1
+        n = inputs.select(F.max(input_column)).first()[0]
+        tagged = (inputs.withColumn(INPUT_COLUMN, F.col(input_column).cast("int")).drop(input_column)
+                  .withColumn(POSITION_COLUMN, position()))
+        return tagged, 1 if n is None else int(n) + 1
+    dfs = list(inputs)
+    if not dfs or not all(isinstance(d, SparkDataFrame) for d in dfs):
+        raise TypeError("inputs must be a Spark DataFrame or a non-empty list of them")
+    out = None
     for i, df in enumerate(dfs):
-        position = F.col(order_by) if order_by is not None else F.monotonically_increasing_id()
-        tagged.append(df.withColumn(INPUT_COLUMN, F.lit(i).cast("int")).withColumn(POSITION_COLUMN, position))
-    out = tagged[0]
-    for df in tagged[1:]:
-        out = out.unionByName(df)
-    return out
+        one = df.withColumn(INPUT_COLUMN, F.lit(i).cast("int")).withColumn(POSITION_COLUMN, position())
+        out = one if out is None else out.unionByName(one)
+    return out, len(dfs)
 
 
 def aggregate(
@@ -165,28 +179,11 @@ def aggregate(
         A DataFrame with columns window_start, window_end, the key columns and the aggregates,
         ordered by window start, then key (nulls last), as in-process.
     """
-    from pyspark.sql import DataFrame as SparkDataFrame
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
     keys = _keys(key)
-    if isinstance(inputs, SparkDataFrame):
-        if input_column is None:
-            dfs = [inputs]
-            n_inputs = 1
-            tagged = _with_input_and_position(dfs, order_by)
-        else:
-            n_inputs = inputs.select(F.max(input_column)).first()[0]
-            n_inputs = 1 if n_inputs is None else int(n_inputs) + 1
-            position = F.col(order_by) if order_by is not None else F.monotonically_increasing_id()
-            tagged = (inputs.withColumn(INPUT_COLUMN, F.col(input_column).cast("int")).drop(input_column)
-                      .withColumn(POSITION_COLUMN, position))
-    else:
-        dfs = list(inputs)
-        if not dfs or not all(isinstance(d, SparkDataFrame) for d in dfs):
-            raise TypeError("inputs must be a Spark DataFrame or a non-empty list of them")
-        n_inputs = len(dfs)
-        tagged = _with_input_and_position(dfs, order_by)
+    tagged, n_inputs = _tagged(inputs, input_column, order_by)
     if order_by is not None and order_by != time:
         tagged = tagged.drop(order_by) if order_by not in keys else tagged
 
@@ -204,3 +201,348 @@ def aggregate(
                                   design=design, threads=threads, timer=timer)
     result = ordered.mapInArrow(fn, from_arrow_schema(arrow_out, prefer_timestamp_ntz=False))
     return result.orderBy(F.col("window_start"), *[F.asc_nulls_last(k) for k in keys])
+
+
+def aggregate_group_udf(
+    input_schema: pa.Schema,
+    inputs: int,
+    *,
+    time: str,
+    key: str | list[str] | None = None,
+    window: Window,
+    aggs: Mapping[str, Agg],
+    design: str = "auto",
+    threads: int | None = None,
+) -> tuple[Callable[[pa.Table], pa.Table], pa.Schema]:
+    """A function for ``GroupedData.applyInArrow`` that aggregates one group, and its output schema.
+
+    Spark hands each group's rows over in no particular order, so the rows must carry both
+    ``__pao_input`` (the input index) and ``__pao_position`` (the position within the input): the
+    function sorts by them, then aggregates as :func:`aggregate_udf` does. Group by the query's
+    key (or a part of it), e.g. ``df.groupBy("meter").applyInArrow(fn, schema)``.
+    """
+    if POSITION_COLUMN not in input_schema.names:
+        raise ValueError(f"a group's rows need the position column {POSITION_COLUMN!r} as well: Spark does "
+                         "not keep their order within a group")
+    fn, output_schema = aggregate_udf(input_schema, inputs, time=time, key=key, window=window, aggs=aggs,
+                                      design=design, threads=threads)
+
+    def run(table: pa.Table) -> pa.Table:
+        ordered = table.sort_by([(INPUT_COLUMN, "ascending"), (POSITION_COLUMN, "ascending")])
+        return pa.Table.from_batches(list(fn(iter(ordered.to_batches()))), schema=output_schema)
+
+    return run, output_schema
+
+
+# --- Pipelines -------------------------------------------------------------------------------
+#
+# A pipeline runs on Spark in stages, as the auto-parallelization paper forms parallel regions: a
+# stage is a run of operators that can share one partitioning of the rows, and between stages the
+# rows are shuffled by the next stage's key. Order is restored by sequence numbers. Every row
+# carries the columns SEQUENCE_COLUMNS-and-more whose lexicographic order (nulls last) is the order
+# of the sequential run:
+#   - at the input, the merged order itself: (time, input, position);
+#   - a stage appends, for each output row, the number of its row among the outputs of the same
+#     stage input row (rows a stage emits for one input row are consecutive in the sequential run,
+#     since the run pushes each tuple through the whole chain before the next one);
+#   - rows a keyed window_aggregate emits at the end of the input have no producing row: their
+#     earlier sequence columns are null (after every row that has one) and they are ordered by
+#     (window start, key), as the engine emits them; such an operator therefore ends its stage;
+#   - a one-partition stage (stateful operators) sees every row in order, so its output's order is
+#     its row number, which replaces the earlier columns.
+# Inside a stage the engine carries each row's stage input row number (the int64 column
+# ROW_COLUMN, see ops::carry_column), from which the UDF looks up the sequence columns.
+
+ROW_COLUMN = "__pao_row"
+TIME_COLUMN = "__pao_time"
+
+
+class _Stage:
+    """Consecutive operators that run in one Spark pass."""
+
+    def __init__(self) -> None:
+        self.ops: list[tuple[str, tuple[Any, ...]]] = []
+        self.key: list[str] | None = None  # partition columns; None: any split (stateless only)
+        self.single = False  # one partition: a stateful operator needs every row
+        self.finish_order: list[str] = []  # keyed window_aggregate last: window_start, its keys
+        self.closed = False  # nothing may join (after a keyed window_aggregate)
+
+    def describe(self) -> str:
+        split = "one partition" if self.single else (
+            f"partitioned by [{', '.join(self.key)}]" if self.key else "any partitioning")
+        return f"{', '.join(name for name, _ in self.ops)}  ({split})"
+
+
+def _written(name: str, args: tuple[Any, ...], before: list[str], after: list[str]) -> set[str] | None:
+    """Columns whose values an operator may change (None: any column), as far as partitioning goes."""
+    if name == "select":
+        return {n for n, e in args[0] if e._to_ir() != ("col", n)}
+    if name == "with_columns":
+        return {n for n, _ in args[0]}
+    if name == "map_batches":
+        return None
+    if name == "parametric":
+        return {"p_state"}
+    if name == "pairs":  # new rows; the key columns keep their values
+        return set(after) - set(args[0])
+    return set()
+
+
+def _stages(ops: Sequence[tuple[str, tuple[Any, ...]]], plan: list[dict[str, Any]], names: list[str]) -> list[_Stage]:
+    stages: list[_Stage] = []
+    stage: _Stage | None = None
+    unchanged: set[str] = set()  # columns with the values they had at the current stage's input
+    for (name, args), op in zip(ops, plan, strict=True):
+        kind, keys = op["kind"], list(op["keys"])
+        if stage is not None and stage.closed:
+            stage = None
+        if kind == "stateless":
+            join = stage is not None
+        elif kind == "partitioned":
+            shared = [k for k in keys if k in unchanged and (stage is None or stage.key is None or k in stage.key)]
+            join = stage is not None and not stage.single and bool(shared)
+            if join:
+                stage.key = shared
+        else:  # stateful: joins a stage that can run on one partition without a shuffle
+            join = stage is not None and (stage.single or stage.key is None)
+            if join:
+                stage.single, stage.key = True, None
+        if not join:
+            stage = _Stage()
+            stages.append(stage)
+            unchanged = set(names)
+            if kind == "partitioned":
+                stage.key = keys
+            elif kind == "stateful":
+                stage.single = True
+        stage.ops.append((name, args))
+        after = op["output_schema"].names
+        written = _written(name, args, names, after)
+        unchanged = set() if written is None else (unchanged & set(after)) - written
+        if name == "window_aggregate" and keys:
+            stage.finish_order, stage.closed = ["window_start", *keys], True
+        names = after
+    return stages
+
+
+def _spark_type(type_: pa.DataType) -> pa.DataType:
+    """A type Spark takes from Arrow: it has no unsigned integers and no large strings."""
+    if pa.types.is_uint64(type_):
+        return pa.decimal128(20, 0)
+    if pa.types.is_unsigned_integer(type_):
+        return pa.int64()
+    if pa.types.is_large_string(type_):
+        return pa.string()
+    if pa.types.is_large_binary(type_):
+        return pa.binary()
+    return type_
+
+
+def _for_spark(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_type(_spark_type(f.type)) for f in schema])
+
+
+def _stage_pipeline(stage: _Stage, time: str, carry: bool) -> Any:
+    """The stage's operators as a Pipeline (inputs set at run time). With ``carry`` every operator
+    keeps ROW_COLUMN: selects list it, map_batches functions get it back after the call."""
+    from pyarrow_ops.pipeline import Pipeline
+
+    p = Pipeline.__new__(Pipeline)
+    p._inputs, p._time, p._last = [], time, None
+    ops = []
+    for name, args in stage.ops:
+        if carry and name == "select":
+            from pyarrow_ops.expr import col
+
+            args = ([*args[0], (ROW_COLUMN, col(ROW_COLUMN))],)
+        elif carry and name == "map_batches":
+            args = _carrying_map(*args)
+        ops.append((name, args))
+    p._ops = tuple(ops)
+    return p
+
+
+def _carrying_map(fn: Callable[[pa.RecordBatch], pa.RecordBatch], schema: pa.Schema | None) -> tuple[Any, ...]:
+    # A function's output rows can be matched to its input rows only one to one.
+    def carrying(batch: pa.RecordBatch) -> pa.RecordBatch:
+        rows = batch.column(ROW_COLUMN)
+        out = fn(batch.drop_columns([ROW_COLUMN]))
+        if not isinstance(out, pa.RecordBatch) or out.num_rows != batch.num_rows:
+            got = out.num_rows if isinstance(out, pa.RecordBatch) else type(out).__name__
+            raise ValueError(f"on Spark, a map_batches function must return one row per input row (the rows "
+                             f"are matched by position to keep their order), got {got} for {batch.num_rows}")
+        return out.append_column(pa.field(ROW_COLUMN, pa.int64()), rows)
+
+    return carrying, None if schema is None else schema.append(pa.field(ROW_COLUMN, pa.int64()))
+
+
+def _sub_numbers(rows: pa.Array, last: list[int]) -> pa.Array:
+    """For each output row, its number among the consecutive rows with the same ``rows`` value
+    (null, a row with no producing row, counts as one value); ``last`` = [value, number] of the
+    previous batch's last row, updated."""
+    import numpy as np
+
+    r = rows.fill_null(-1).to_numpy(zero_copy_only=False)
+    n = len(r)
+    index = np.arange(n, dtype=np.int64)
+    prev = np.empty(n, dtype=r.dtype)
+    if n:
+        prev[0] = last[0]
+        prev[1:] = r[:-1]
+    starts = r != prev
+    start = np.maximum.accumulate(np.where(starts, index, 0))
+    sub = index - start
+    if n:
+        continuing = start == 0
+        if not starts[0]:  # the batch goes on with the previous batch's last run
+            sub[continuing] += last[1] + 1
+        last[0], last[1] = int(r[-1]), int(sub[-1])
+    return pa.array(sub, pa.int64())
+
+
+def _stage_udf(
+    stage: _Stage,
+    index: int,
+    spark_in: pa.Schema,
+    engine_in: pa.Schema,
+    sequence: list[str],
+    inputs: int,
+    time: str,
+    threads: int | None,
+) -> tuple[Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], pa.Schema, pa.Schema, list[str]]:
+    """The mapInArrow function of stage ``index``, its output schema (as Spark sees it and as the
+    engine produces it) and the sequence columns after it.
+
+    ``spark_in``: the batches Spark hands over (data, sequence columns, on the first stage
+    ``__pao_input``); ``engine_in``: the data columns with the types the engine gave them (Spark
+    turns uint64 into decimal, which is cast back). The first stage merges its inputs by time;
+    later ones read their rows in sequence order, as sorted by Spark.
+    """
+    from pyarrow_ops import _engine
+
+    carry = not stage.single
+    data = pa.schema([*engine_in, pa.field(ROW_COLUMN, pa.int64())]) if carry else engine_in
+    pipeline = _stage_pipeline(stage, time, carry)
+    time_type = engine_in.field(time).type if time in engine_in.names else pa.int64()
+    plan = _engine.plan(data, time, pipeline._specs(time_type), ROW_COLUMN if carry else "")
+    engine_out = plan[-1]["output_schema"]
+    if carry:
+        engine_out = engine_out.remove(engine_out.get_field_index(ROW_COLUMN))
+        order = [pa.field(f"__pao_s{index}_{c}", engine_out.field(c).type) for c in stage.finish_order]
+        added = [*order, pa.field(f"__pao_s{index}", pa.int64())]
+        kept = [spark_in.field(c).with_nullable(True) for c in sequence]  # null: no producing row
+    else:
+        order, added, kept = [], [pa.field(f"__pao_s{index}", pa.int64())], []
+    out_sequence = [f.name for f in (*kept, *added)]
+    spark_out = pa.schema([*_for_spark(engine_out), *kept, *added])
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        table = pa.Table.from_batches(list(batches), schema=spark_in)
+        if table.num_rows == 0:
+            return
+        body = table.select(engine_in.names).cast(engine_in)
+        if carry:
+            body = body.append_column(pa.field(ROW_COLUMN, pa.int64()), pa.array(range(table.num_rows), pa.int64()))
+        if index == 0:  # the inputs, merged by the engine; each keeps its index, empty or not
+            which = table.column(INPUT_COLUMN)
+            pipeline._inputs = [body.filter(pc.equal(which, i)) for i in range(inputs)]
+            merge = True
+        else:
+            pipeline._inputs, merge = [body], False
+        options = (threads or 0, "ct", "nonblocking", "hybrid", 0, 0, 0, 0, 0, 65536, 0.0)
+        result = pipeline._start(options, merge=merge, carry=ROW_COLUMN if carry else "")
+        earlier = table.select(sequence) if carry else None
+        last = [-2, -1]
+        emitted = 0
+        for batch in result:
+            if batch.num_rows == 0:
+                continue
+            columns = [batch.column(f.name).cast(f.type) for f in spark_out if f.name in engine_out.names]
+            if carry:
+                rows = batch.column(ROW_COLUMN)
+                columns += earlier.take(rows).columns  # nulls where no row produced it
+                finished = pc.is_null(rows)
+                for f, c in zip(order, stage.finish_order):
+                    columns.append(pc.if_else(finished, batch.column(c), pa.nulls(batch.num_rows, f.type)))
+                columns.append(_sub_numbers(rows, last))
+            else:
+                columns.append(pa.array(range(emitted, emitted + batch.num_rows), pa.int64()))
+            emitted += batch.num_rows
+            yield pa.RecordBatch.from_arrays([c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
+                                              for c in columns], schema=spark_out)
+
+    return run, spark_out, engine_out, out_sequence
+
+
+def run(
+    pipeline: Any,
+    inputs: DataFrame | Sequence[DataFrame],
+    *,
+    input_column: str | None = None,
+    order_by: str | None = None,
+    partitions: int | None = None,
+    threads: int | None = None,
+) -> DataFrame:
+    """Runs a :class:`pyarrow_ops.Pipeline`'s operators on Spark DataFrames: the table an
+    in-process ``pipeline.run()`` over the same data gives, in the same order.
+
+    Args:
+        pipeline: the operators and time column to run; its own inputs are not read (build it on
+            local data, a sample or an empty table of the inputs' schema).
+        inputs, input_column, order_by: as for :func:`aggregate`.
+        partitions: Spark partitions per keyed stage (default: Spark's default parallelism).
+        threads: engine threads per partition.
+
+    The operators run in stages (docs/spark.md): consecutive operators whose keys share a column
+    run in one pass over rows hashed by that column; a stateful operator (``top_k``, a
+    ``window_aggregate`` without key) runs on one partition, with a warning. Between stages rows
+    are shuffled by the next key, and the result is ordered by the sequence numbers each stage
+    attaches. Unsigned integer columns come back as Spark's types (uint64 as decimal(20, 0)). On
+    Spark a ``map_batches`` function must return one row per input row.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+    from pyarrow_ops import _engine
+
+    ops, time = pipeline._ops, pipeline._time
+    if not ops:
+        raise _engine.InvalidInputError("the pipeline has no operators; add one, e.g. .filter(...)")
+    tagged, n_inputs = _tagged(inputs, input_column, order_by)
+    if order_by is not None and order_by != time:
+        tagged = tagged.drop(order_by)
+    spark_in = to_arrow_schema(tagged.schema, timezone="UTC")
+    engine_in = pa.schema([f for f in spark_in if not f.name.startswith("__pao_")])
+    plan = _engine.plan(engine_in, time, pipeline._specs(pipeline._time_type(engine_in)))
+    stages = _stages(ops, plan, engine_in.names)
+
+    df = tagged.withColumn(TIME_COLUMN, F.col(time))
+    sequence = [TIME_COLUMN, INPUT_COLUMN, POSITION_COLUMN]
+    n = partitions or df.sparkSession.sparkContext.defaultParallelism
+    for index, stage in enumerate(stages):
+        if stage.single:
+            warnings.warn(f"pyarrow_ops.spark.run: stage {index} ({stage.describe()}) has a stateful operator, "
+                          "which needs every row in order: it runs in one Spark partition (one Python worker)",
+                          stacklevel=2)
+            df = df.repartition(1)
+        elif stage.key:
+            df = df.repartition(n, *[F.col(k) for k in stage.key])
+        else:
+            df = df.repartition(n)
+        order = [INPUT_COLUMN, POSITION_COLUMN] if index == 0 else sequence
+        df = df.sortWithinPartitions(*[F.asc_nulls_last(c) for c in order])
+        spark_in = to_arrow_schema(df.schema, timezone="UTC")
+        fn, spark_out, engine_in, sequence = _stage_udf(stage, index, spark_in, engine_in, sequence, n_inputs,
+                                                        time, threads)
+        df = df.mapInArrow(fn, from_arrow_schema(spark_out, prefer_timestamp_ntz=False))
+    return df.orderBy(*[F.asc_nulls_last(c) for c in sequence]).drop(*sequence)
+
+
+def stages(pipeline: Any) -> list[str]:
+    """How :func:`run` splits ``pipeline`` into Spark passes: one line per stage, its operators and
+    partitioning (on the schema of the pipeline's first input)."""
+    from pyarrow_ops import _engine
+
+    schema = pipeline._schema()
+    plan = _engine.plan(schema, pipeline._time, pipeline._specs(pipeline._time_type(schema)))
+    return [s.describe() for s in _stages(pipeline._ops, plan, schema.names)]

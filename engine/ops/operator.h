@@ -16,11 +16,18 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/batch.h"
 
 namespace pao::ops {
+
+// Columns whose names start with this prefix are the engine's own bookkeeping (the row numbers
+// pyarrow_ops.spark carries through a stage, see carry_column below), never user data: operators
+// pass them through but never let them change a result (the parametric operator does not hash them).
+inline constexpr std::string_view kReservedPrefix = "__pao_";
+inline bool is_reserved(std::string_view name) noexcept { return name.starts_with(kReservedPrefix); }
 
 enum class OpKind : uint8_t { kStateless, kPartitioned, kStateful };
 enum class Selectivity : uint8_t { kExactlyOne, kAtMostOne, kAny };
@@ -87,5 +94,11 @@ class Operator {
 };
 
 using OperatorPtr = std::shared_ptr<Operator>;
+
+// Lineage for running a pipeline in pieces (pyarrow_ops.spark.run): `inner`, a partitioned
+// operator whose output lacks the int64 input column `column`, with that column appended: for each
+// output row the value of the input row that produced it (Piece::source_rows), null for rows that
+// finish() emits. Operators that pass their input columns through carry it without help.
+OperatorPtr carry_column(OperatorPtr inner, const std::string& column);
 
 }  // namespace pao::ops

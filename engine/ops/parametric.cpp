@@ -40,10 +40,18 @@ void touch(uint64_t* words, size_t n, uint64_t h) noexcept {
   for (size_t i = 0; i < n; ++i) words[i] += h;
 }
 
-// parametric_tuple_hash with the types from `schema`, the operator's input schema.
-uint64_t tuple_hash(const Schema& schema, const Batch& batch, int64_t row) {
+// The columns of `schema` a tuple's hash covers: all but the reserved ones (operator.h).
+std::vector<size_t> hashed_columns(const Schema& schema) {
+  std::vector<size_t> out;
+  for (size_t c = 0; c < schema.fields.size(); ++c)
+    if (!is_reserved(schema.fields[c].name)) out.push_back(c);
+  return out;
+}
+
+// parametric_tuple_hash over columns `columns`, with the types from `schema`.
+uint64_t tuple_hash(const Schema& schema, std::span<const size_t> columns, const Batch& batch, int64_t row) {
   uint64_t h = 0x243F6A8885A308D3ULL;  // pi's first digits: any fixed start will do
-  for (size_t c = 0; c < batch.num_columns(); ++c) {
+  for (size_t c : columns) {
     const Column& col = batch.column(c);
     const DataType& type = schema.fields[c].type;
     if (!col.is_valid(row)) {
@@ -89,6 +97,7 @@ class ParametricBody {
       kept_.push_back(c);
     }
     kept_schema_ = std::make_shared<const Schema>(kept);
+    hashed_ = hashed_columns(*input_);
     DataType u64;
     u64.id = TypeId::kUInt64;
     output_ = extend_schema(kept, {{"p_state", u64, false}}, "parametric", "");
@@ -96,6 +105,7 @@ class ParametricBody {
 
   const std::shared_ptr<const Schema>& input() const noexcept { return input_; }
   const std::shared_ptr<const Schema>& output() const noexcept { return output_; }
+  uint64_t hash(const Batch& in, int64_t row) const { return tuple_hash(*input_, hashed_, in, row); }
   size_t words() const noexcept { return words_; }
 
   Selectivity selectivity() const noexcept {
@@ -145,6 +155,7 @@ class ParametricBody {
   size_t words_ = 0;
   std::shared_ptr<const Schema> input_;
   std::vector<size_t> kept_;
+  std::vector<size_t> hashed_;
   std::shared_ptr<const Schema> kept_schema_;
   std::shared_ptr<const Schema> output_;
 };
@@ -166,7 +177,7 @@ class StatelessParametric final : public Operator {
     std::vector<int64_t> rows;
     ColumnBuilder p_state = ParametricBody::p_state_builder();
     for (int64_t r = 0; r < in.num_rows(); ++r) {
-      const uint64_t h = tuple_hash(*body_.input(), in, r);
+      const uint64_t h = body_.hash(in, r);
       body_.emit(h, r, h, rows, p_state);
     }
     return body_.assemble(in, rows, p_state);
@@ -192,7 +203,7 @@ class StatefulParametric final : public Operator {
     std::vector<int64_t> rows;
     ColumnBuilder p_state = ParametricBody::p_state_builder();
     for (int64_t r = 0; r < in.num_rows(); ++r) {
-      const uint64_t h = tuple_hash(*body_.input(), in, r);
+      const uint64_t h = body_.hash(in, r);
       state_ = parametric_fold(state_, h);
       touch(words_.data(), words_.size(), h);
       body_.emit(h, r, state_, rows, p_state);
@@ -241,7 +252,7 @@ class KeyedParametric final : public PartitionedOperator<ParametricPart> {
         part.hashes.resize(static_cast<size_t>(id) + 1, kParametricSeed);
         part.words.resize(part.hashes.size() * words, 0);
       }
-      const uint64_t h = tuple_hash(*body_.input(), in, r);
+      const uint64_t h = body_.hash(in, r);
       part.hashes[id] = parametric_fold(part.hashes[id], h);
       touch(part.words.data() + static_cast<size_t>(id) * words, words, h);
       body_.emit(h, r, part.hashes[id], sources, p_state);
@@ -261,7 +272,9 @@ class KeyedParametric final : public PartitionedOperator<ParametricPart> {
 
 }  // namespace
 
-uint64_t parametric_tuple_hash(const Batch& batch, int64_t row) { return tuple_hash(*batch.schema(), batch, row); }
+uint64_t parametric_tuple_hash(const Batch& batch, int64_t row) {
+  return tuple_hash(*batch.schema(), hashed_columns(*batch.schema()), batch, row);
+}
 
 uint64_t parametric_fold(uint64_t state, uint64_t tuple_hash) {
   return mix((state * 0x9E3779B97F4A7C15ULL) ^ tuple_hash);

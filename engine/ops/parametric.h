@@ -42,8 +42,9 @@ OperatorPtr make_keyed_parametric(std::shared_ptr<const Schema> input_schema, st
 
 // The running hash before the first tuple.
 inline constexpr uint64_t kParametricSeed = 0;
-// A hash of row `row`'s values in every column of `batch` (nulls, raw fixed-width bits, string
-// bytes), in column order: equal tuples hash equal, whatever batch or offset they sit in.
+// A hash of row `row`'s values in every column of `batch` but the reserved ones (operator.h)
+// (nulls, raw fixed-width bits, string bytes), in column order: equal tuples hash equal, whatever
+// batch or offset they sit in.
 uint64_t parametric_tuple_hash(const Batch& batch, int64_t row);
 // The running hash after one more tuple; order-sensitive (folding a then b differs from b then a).
 uint64_t parametric_fold(uint64_t state, uint64_t tuple_hash);

@@ -356,7 +356,7 @@ NB_MODULE(_engine, m) {
       "run_pipeline",
       [](std::vector<Stream*> inputs, std::string time, nb::handle specs, size_t threads, std::string scheduler,
          std::string reorder, std::string partitioning, size_t partitions, int64_t morsel, size_t reorder_capacity,
-         size_t max_inflight, int64_t slice_us, int64_t batch_size, double rate) {
+         size_t max_inflight, int64_t slice_us, int64_t batch_size, double rate, bool merge, std::string carry) {
         runtime::PipelineOptions o;
         o.threads = threads;
         static const std::pair<const char*, runtime::Heuristic> hs[] = {
@@ -386,8 +386,12 @@ NB_MODULE(_engine, m) {
         };
         std::vector<std::unique_ptr<BatchSource>> sources;
         for (Stream* s : inputs) sources.push_back(s->take());
-        std::unique_ptr<BatchSource> merged = gate::make_merge(std::move(sources), {time, batch_size});
-        std::vector<ops::OperatorPtr> ops = build_operators(merged->schema(), time, specs);
+        // merge=false: one input already in the order to process (a later stage of
+        // pyarrow_ops.spark.run, sorted by sequence numbers), read as it comes.
+        if (!merge && sources.size() != 1) throw Error(ErrorKind::kUsage, "merge=False takes exactly one input");
+        std::unique_ptr<BatchSource> merged =
+            merge ? gate::make_merge(std::move(sources), {time, batch_size}) : std::move(sources[0]);
+        std::vector<ops::OperatorPtr> ops = build_operators(merged->schema(), time, specs, carry);
         auto p = make_pipeline(std::move(merged), std::move(ops), std::move(o));
         struct Source final : BatchSource {
           std::shared_ptr<runtime::Pipeline> p;
@@ -400,6 +404,7 @@ NB_MODULE(_engine, m) {
       },
       "inputs"_a, "time"_a, "specs"_a, "threads"_a, "scheduler"_a, "reorder"_a, "partitioning"_a, "partitions"_a,
       "morsel"_a, "reorder_capacity"_a, "max_inflight"_a, "slice_us"_a, "batch_size"_a, "rate"_a,
+      "merge"_a = true, "carry"_a = "",
       "Runs a pipeline over time-sorted streams merged by (time, input, position); consumes the inputs.");
   m.def("live_exports", &arrow::live_exports,
         "Exported Arrow structs whose release callback has not run yet.");

@@ -166,7 +166,7 @@ ops::OperatorPtr build_one(const std::shared_ptr<const Schema>& in, const std::s
 }  // namespace
 
 std::vector<ops::OperatorPtr> build_operators(std::shared_ptr<const Schema> input, const std::string& time,
-                                              nb::handle specs) {
+                                              nb::handle specs, const std::string& carry) {
   std::vector<ops::OperatorPtr> out;
   std::shared_ptr<const Schema> schema = std::move(input);
   size_t index = 0;
@@ -174,6 +174,9 @@ std::vector<ops::OperatorPtr> build_operators(std::shared_ptr<const Schema> inpu
     auto spec = nb::cast<nb::tuple>(s);
     try {
       out.push_back(build_one(schema, time, spec, index));
+      if (!carry.empty() && !out.back()->output_schema()->find(carry)) {
+        out.back() = ops::carry_column(out.back(), carry);
+      }
     } catch (const Error& e) {
       // Name the operator: "operator 2 (sessionize): time column 'ts' not found ..."
       throw Error(e.kind(), "operator " + std::to_string(index) + " (" + nb::cast<std::string>(spec[0]) +
@@ -202,10 +205,10 @@ std::shared_ptr<runtime::Pipeline> make_pipeline(std::unique_ptr<BatchSource> so
 void bind_pipeline(nb::module_& m) {
   m.def(
       "plan",
-      [](nb::handle schema, std::string time, nb::handle specs) {
+      [](nb::handle schema, std::string time, nb::handle specs, std::string carry) {
         auto sch = std::make_shared<const Schema>(
             arrow::import_schema(*from_capsule<ArrowSchema>(schema.attr("__arrow_c_schema__")(), "arrow_schema")));
-        std::vector<ops::OperatorPtr> ops = build_operators(sch, time, specs);
+        std::vector<ops::OperatorPtr> ops = build_operators(sch, time, specs, carry);
         nb::list out;
         for (const auto& op : ops) {
           nb::dict d;
@@ -223,7 +226,7 @@ void bind_pipeline(nb::module_& m) {
         }
         return out;
       },
-      "schema"_a, "time"_a, "specs"_a, "The operators a pipeline would run, for explain().");
+      "schema"_a, "time"_a, "specs"_a, "carry"_a = "", "The operators a pipeline would run, for explain().");
 
   nb::class_<PipelineHandle>(m, "PipelineHandle")
       .def("cancel",

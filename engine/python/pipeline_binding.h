@@ -13,9 +13,12 @@
 namespace pao::python {
 
 // The operators `specs` describe, chained from `input`: each spec is a tuple (name, args...) as
-// pyarrow_ops.pipeline writes them. `time` is the pipeline's time column. Needs the GIL.
+// pyarrow_ops.pipeline writes them. `time` is the pipeline's time column. With `carry` (an int64
+// input column; pyarrow_ops.spark's row numbers) every operator must keep that column: partitioned
+// operators that would drop it get ops::carry_column, any other that drops it is an error.
+// Needs the GIL.
 std::vector<ops::OperatorPtr> build_operators(std::shared_ptr<const Schema> input, const std::string& time,
-                                              nanobind::handle specs);
+                                              nanobind::handle specs, const std::string& carry = "");
 
 // A running pipeline, shared by its result stream and the handle Python keeps for stats().
 // Destroyed without the GIL: the destructor joins workers, and a map_batches worker may be
