@@ -99,7 +99,7 @@ def aggregate_udf(
     output_schema = _aggregate(empty, **params).to_arrow().schema
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches), schema=input_schema)
+        table = _read(batches, input_schema)
         if table.num_rows == 0:
             return
         start = time_ns()
@@ -114,6 +114,13 @@ def aggregate_udf(
             timer.add((time_ns() - start) / 1e9)
 
     return run, output_schema
+
+
+def _read(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
+    """The batches Spark hands a UDF as one table of ``schema``, whatever nullability flags each
+    batch carries (Spark's differ between plans: applyInArrow marks every column nullable)."""
+    relaxed = pa.schema([f.with_nullable(True) for f in schema])
+    return pa.Table.from_batches([pa.RecordBatch.from_arrays(b.columns, schema=relaxed) for b in batches], relaxed)
 
 
 def _tagged(inputs: DataFrame | Sequence[DataFrame], input_column: str | None,
@@ -363,14 +370,24 @@ def _stage_pipeline(stage: _Stage, time: str, carry: bool) -> Any:
 
 
 def _carrying_map(fn: Callable[[pa.RecordBatch], pa.RecordBatch], schema: pa.Schema | None) -> tuple[Any, ...]:
-    # A function's output rows can be matched to its input rows only one to one.
+    """``fn`` wrapped to keep ROW_COLUMN. When ``fn`` returns as many rows as it got, row i is
+    taken to come from row i; otherwise ``fn`` is called once per row to learn how many rows each
+    produces (its contract makes a batch's output the concatenation of its rows' outputs), which
+    is slower but exact."""
+    import numpy as np
+
     def carrying(batch: pa.RecordBatch) -> pa.RecordBatch:
         rows = batch.column(ROW_COLUMN)
-        out = fn(batch.drop_columns([ROW_COLUMN]))
-        if not isinstance(out, pa.RecordBatch) or out.num_rows != batch.num_rows:
-            got = out.num_rows if isinstance(out, pa.RecordBatch) else type(out).__name__
-            raise ValueError(f"on Spark, a map_batches function must return one row per input row (the rows "
-                             f"are matched by position to keep their order), got {got} for {batch.num_rows}")
+        body = batch.drop_columns([ROW_COLUMN])
+        out = fn(body)
+        if isinstance(out, pa.RecordBatch) and out.num_rows != batch.num_rows:
+            counts = [fn(body.slice(i, 1)).num_rows for i in range(batch.num_rows)]
+            if sum(counts) != out.num_rows:
+                raise ValueError(f"a map_batches function gave {out.num_rows} rows for a batch of {batch.num_rows} "
+                                 f"but {sum(counts)} for its rows one by one: it must treat rows independently")
+            rows = pa.array(np.repeat(rows.to_numpy(), counts), pa.int64())
+        if not isinstance(out, pa.RecordBatch):
+            return out  # the engine reports the wrong type, naming the operator
         return out.append_column(pa.field(ROW_COLUMN, pa.int64()), rows)
 
     return carrying, None if schema is None else schema.append(pa.field(ROW_COLUMN, pa.int64()))
@@ -437,7 +454,7 @@ def _stage_udf(
     spark_out = pa.schema([*_for_spark(engine_out), *kept, *added])
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches), schema=spark_in)
+        table = _read(batches, spark_in)
         if table.num_rows == 0:
             return
         body = table.select(engine_in.names).cast(engine_in)
@@ -497,8 +514,9 @@ def run(
     run in one pass over rows hashed by that column; a stateful operator (``top_k``, a
     ``window_aggregate`` without key) runs on one partition, with a warning. Between stages rows
     are shuffled by the next key, and the result is ordered by the sequence numbers each stage
-    attaches. Unsigned integer columns come back as Spark's types (uint64 as decimal(20, 0)). On
-    Spark a ``map_batches`` function must return one row per input row.
+    attaches. Unsigned integer columns come back as Spark's types (uint64 as decimal(20, 0)). A
+    ``map_batches`` function that does not return one row per input row is called again row by
+    row on the batches where it does not, to match output rows to their input rows.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema

@@ -5,6 +5,7 @@ partitions and partitions holding one key; engine errors raised in the Python wo
 from __future__ import annotations
 
 import random
+import warnings
 
 import hypothesis.strategies as st
 import pyarrow as pa
@@ -117,3 +118,108 @@ def test_udf_factory_for_map_in_arrow(spark):
     got = df.mapInArrow(fn, from_arrow_schema(schema)).orderBy("window_start", "k").toArrow()
     assert got.to_pylist() == [{"window_start": 0, "window_end": 4, "k": 1, "n": 2},
                                {"window_start": 4, "window_end": 8, "k": 2, "n": 1}]
+
+
+def test_udf_factory_for_apply_in_arrow(spark):
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+    a = pa.table({"t": [1, 2, 6, 7], "k": [1, 1, 2, 1], "v": [1.0, 2.0, 3.0, 4.0]})
+    b = pa.table({"t": [1, 3, 6], "k": [2, 1, 1], "v": [5.0, 6.0, 7.0]})
+    query = dict(time="t", key="k", window=po.sliding(size=4, advance=2), aggs=AGGS)
+    expected = po.aggregate([a, b], **query).to_arrow()
+    df = None
+    for i, t in enumerate([a, b]):
+        one = (spark.createDataFrame(t).withColumn(ps.INPUT_COLUMN, F.lit(i).cast("int"))
+               .withColumn(ps.POSITION_COLUMN, F.monotonically_increasing_id()))
+        df = one if df is None else df.unionByName(one)
+    fn, schema = ps.aggregate_group_udf(to_arrow_schema(df.schema), 2, **query)
+    got = df.groupBy("k").applyInArrow(fn, from_arrow_schema(schema)).orderBy("window_start", "k").toArrow()
+    _same(got, expected)
+
+
+# --- Pipelines ------------------------------------------------------------------------------
+
+from test_pipeline import _engine_pipeline, _random_chain  # noqa: E402  (the in-process suite's generator)
+from test_pipeline import _inputs as _pipeline_inputs  # noqa: E402
+
+PIPELINE_RUNS = {"equal": 0}
+
+
+def _same_pipeline(got: pa.Table, expected: pa.Table) -> None:
+    assert got.column_names == expected.column_names
+    assert got.to_pylist() == expected.to_pylist()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), n_inputs=st.integers(1, 3), rows=st.integers(0, 120),
+       keys=st.integers(1, 8), string_keys=st.booleans(), as_one=st.booleans(), partitions=st.integers(1, 4))
+def test_random_pipelines_on_spark_equal_the_in_process_run(spark, seed, n_inputs, rows, keys, string_keys, as_one,
+                                                            partitions):
+    rng = random.Random(seed)
+    tables = _pipeline_inputs(rng, n_inputs, rows, keys, string_keys)
+    pipeline = _engine_pipeline(tables, _random_chain(rng))
+    expected = pipeline.run(threads=2).to_arrow()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one-partition stages warn
+        if as_one:
+            combined = pa.concat_tables([
+                t.append_column("src", pa.array([i] * t.num_rows, pa.int32()))
+                 .append_column("seq", pa.array(range(t.num_rows), pa.int64())) for i, t in enumerate(tables)])
+            out = ps.run(pipeline, spark.createDataFrame(combined), input_column="src", order_by="seq",
+                         partitions=partitions)
+        else:
+            out = ps.run(pipeline, [spark.createDataFrame(t) for t in tables], partitions=partitions)
+        got = out.toArrow()
+    _same_pipeline(got, expected)
+    PIPELINE_RUNS["equal"] += 1
+
+
+def test_stages_split_at_incompatible_keys():
+    t = pa.table({"ts": [1], "u": [1], "s": [2], "v": [3]})
+    p = po.Pipeline(t, time="ts")
+    assert ps.stages(p.filter(po.col("v") > 0).sessionize(["u", "s"], gap=3).lag("u", "v").dedupe("s")) == [
+        "filter, sessionize, lag  (partitioned by [u])", "dedupe  (partitioned by [s])"]
+    # A key computed by an earlier operator cannot partition the stage's input.
+    assert ps.stages(p.with_columns(u=po.col("v") % 2).sessionize("u", gap=3)) == [
+        "with_columns  (any partitioning)", "sessionize  (partitioned by [u])"]
+    assert ps.stages(p.sessionize("u", gap=3).top_k(1, "v").filter(po.col("v") > 0)) == [
+        "sessionize  (partitioned by [u])", "top_k, filter  (one partition)"]
+    assert ps.stages(p.window_aggregate(po.tumbling(5), {"n": po.count()}, key="u").lag("u", "n")) == [
+        "window_aggregate  (partitioned by [u])", "lag  (partitioned by [u])"]
+
+
+def test_pipeline_with_order_sensitive_state_and_a_filtering_map(spark):
+    a = pa.table({"ts": [1, 2, 5, 40, 41, 90], "user": [1, 2, 1, 1, 2, 2], "page": [3, 4, 5, 6, 3, 8]})
+    b = pa.table({"ts": [2, 3, 50, 60], "user": [3, 1, 3, 1], "page": [7, 7, 1, 2]})
+
+    def odd_pages_twice(batch: pa.RecordBatch) -> pa.RecordBatch:  # 0 or 2 rows per row
+        import numpy as np
+
+        odd = np.asarray(batch.column("page")) % 2 == 1
+        return batch.take(pa.array(np.repeat(np.arange(batch.num_rows), np.where(odd, 2, 0)), pa.int64()))
+
+    p = (po.Pipeline([a, b], time="ts").parametric("partitioned", cost_us=0, key="user")
+         .map_batches(odd_pages_twice).sessionize("user", gap=30))
+    expected = p.run(threads=2, morsel=1).to_arrow()
+    got = ps.run(p, [spark.createDataFrame(a), spark.createDataFrame(b)], partitions=2).toArrow()
+    assert got.column("p_state").type == pa.decimal128(20, 0)  # Spark has no uint64
+    assert [int(x) for x in got.column("p_state").to_pylist()] == expected.column("p_state").to_pylist()
+    _same_pipeline(got.drop_columns(["p_state"]), expected.drop_columns(["p_state"]))
+
+
+def test_pipeline_stateful_stage_warns_and_errors_reach_the_driver(spark):
+    t = pa.table({"ts": [1, 2, 9], "u": [1, 2, 1], "v": [5, 7, 6]})
+    p = po.Pipeline(t, time="ts").top_k(2, "v")
+    with pytest.warns(UserWarning, match="one Spark partition"):
+        out = ps.run(p, [spark.createDataFrame(t)])
+    _same_pipeline(out.toArrow(), p.run().to_arrow())
+    unsorted = pa.table({"ts": [1, 5, 3], "u": [1, 1, 1], "v": [1, 2, 3], "seq": [0, 1, 2]})
+    bad = ps.run(po.Pipeline(t, time="ts").sessionize("u", gap=2), [spark.createDataFrame(unsorted)], order_by="seq")
+    with pytest.raises(Exception, match="not sorted"):
+        bad.toArrow()
+
+
+def test_report_equality_counts():
+    print(f"\nspark equality: {RUNS['equal']} aggregate runs, {PIPELINE_RUNS['equal']} pipeline runs")
