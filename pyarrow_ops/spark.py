@@ -564,3 +564,47 @@ def stages(pipeline: Any) -> list[str]:
     schema = pipeline._schema()
     plan = _engine.plan(schema, pipeline._time, pipeline._specs(pipeline._time_type(schema)))
     return [s.describe() for s in _stages(pipeline._ops, plan, schema.names)]
+
+
+def pipeline_udf(
+    pipeline: Any, input_schema: pa.Schema, inputs: int = 1, *, threads: int | None = None
+) -> tuple[Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], pa.Schema]:
+    """A function for ``DataFrame.mapInArrow`` that runs ``pipeline``'s operators over one Spark
+    partition, and its output schema (pyarrow).
+
+    As for :func:`aggregate_udf`, the rows carry ``__pao_input`` and are in input order within
+    each input. Every partitioned operator sees only its partition's rows, so partition by a
+    column every operator's key contains, and a stateful operator needs one partition;
+    :func:`run` arranges all of that, stage by stage, and restores the global order.
+    """
+    if INPUT_COLUMN not in input_schema.names:
+        raise ValueError(f"the partition's rows need the input index column {INPUT_COLUMN!r}")
+    stage = _Stage()
+    stage.ops, stage.single = list(pipeline._ops), True  # the whole chain on the rows as they are
+    engine_in = pa.schema([f for f in input_schema if not f.name.startswith("__pao_")])
+    fn, spark_out, _, sequence = _stage_udf(stage, 0, input_schema, engine_in, [], inputs, pipeline._time, threads)
+    output_schema = pa.schema([f for f in spark_out if f.name not in sequence])
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in fn(batches):
+            yield batch.drop_columns(sequence)
+
+    return run, output_schema
+
+
+def pipeline_group_udf(
+    pipeline: Any, input_schema: pa.Schema, inputs: int = 1, *, threads: int | None = None
+) -> tuple[Callable[[pa.Table], pa.Table], pa.Schema]:
+    """A function for ``GroupedData.applyInArrow`` that runs ``pipeline``'s operators over one
+    group, and its output schema: as :func:`aggregate_group_udf`, the rows carry ``__pao_input``
+    and ``__pao_position``, by which the function sorts them first."""
+    if POSITION_COLUMN not in input_schema.names:
+        raise ValueError(f"a group's rows need the position column {POSITION_COLUMN!r} as well: Spark does "
+                         "not keep their order within a group")
+    fn, output_schema = pipeline_udf(pipeline, input_schema, inputs, threads=threads)
+
+    def run(table: pa.Table) -> pa.Table:
+        ordered = table.sort_by([(INPUT_COLUMN, "ascending"), (POSITION_COLUMN, "ascending")])
+        return pa.Table.from_batches(list(fn(iter(ordered.to_batches()))), schema=output_schema)
+
+    return run, output_schema

@@ -223,3 +223,25 @@ def test_pipeline_stateful_stage_warns_and_errors_reach_the_driver(spark):
 
 def test_report_equality_counts():
     print(f"\nspark equality: {RUNS['equal']} aggregate runs, {PIPELINE_RUNS['equal']} pipeline runs")
+
+
+def test_pipeline_udf_factories(spark):
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+    a = pa.table({"ts": [1, 2, 5, 40], "user": [1, 2, 1, 1], "page": [3, 4, 5, 6]})
+    b = pa.table({"ts": [2, 3, 50], "user": [3, 1, 3], "page": [7, 7, 1]})
+    p = po.Pipeline([a, b], time="ts").sessionize("user", gap=30).lag("user", "page")
+    expected = p.run().to_arrow().sort_by([("user", "ascending"), ("ts", "ascending")])
+    df = None
+    for i, t in enumerate([a, b]):
+        one = (spark.createDataFrame(t).withColumn(ps.INPUT_COLUMN, F.lit(i).cast("int"))
+               .withColumn(ps.POSITION_COLUMN, F.monotonically_increasing_id()))
+        df = one if df is None else df.unionByName(one)
+    fn, schema = ps.pipeline_group_udf(p, to_arrow_schema(df.schema), 2)
+    got = df.groupBy("user").applyInArrow(fn, from_arrow_schema(schema)).orderBy("user", "ts").toArrow()
+    _same_pipeline(got, expected)
+    fn, schema = ps.pipeline_udf(p, to_arrow_schema(df.schema), 2)
+    ordered = df.repartition(2, "user").sortWithinPartitions(ps.INPUT_COLUMN, ps.POSITION_COLUMN)
+    got = ordered.mapInArrow(fn, from_arrow_schema(schema)).orderBy("user", "ts").toArrow()
+    _same_pipeline(got, expected)
