@@ -246,7 +246,7 @@ def aggregate_group_udf(
 # A pipeline runs on Spark in stages, as the auto-parallelization paper forms parallel regions: a
 # stage is a run of operators that can share one partitioning of the rows, and between stages the
 # rows are shuffled by the next stage's key. Order is restored by sequence numbers. Every row
-# carries the columns SEQUENCE_COLUMNS-and-more whose lexicographic order (nulls last) is the order
+# carries sequence columns whose lexicographic order (nulls last) is the order
 # of the sequential run:
 #   - at the input, the merged order itself: (time, input, position);
 #   - a stage appends, for each output row, the number of its row among the outputs of the same
@@ -280,7 +280,7 @@ class _Stage:
         return f"{', '.join(name for name, _ in self.ops)}  ({split})"
 
 
-def _written(name: str, args: tuple[Any, ...], before: list[str], after: list[str]) -> set[str] | None:
+def _written(name: str, args: tuple[Any, ...], after: list[str]) -> set[str] | None:
     """Columns whose values an operator may change (None: any column), as far as partitioning goes."""
     if name == "select":
         return {n for n, e in args[0] if e._to_ir() != ("col", n)}
@@ -324,7 +324,7 @@ def _stages(ops: Sequence[tuple[str, tuple[Any, ...]]], plan: list[dict[str, Any
                 stage.single = True
         stage.ops.append((name, args))
         after = op["output_schema"].names
-        written = _written(name, args, names, after)
+        written = _written(name, args, after)
         unchanged = set() if written is None else (unchanged & set(after)) - written
         if name == "window_aggregate" and keys:
             stage.finish_order, stage.closed = ["window_start", *keys], True
