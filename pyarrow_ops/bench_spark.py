@@ -15,7 +15,8 @@ every 3 s; W-OI: mean kWh per meter, 40 s every 2 s, each tuple in 20 windows):
   Python workers through ``mapInArrow``);
 * ``spark-window``, ``spark-explode``: Spark's own formulations of the same query
   (:func:`pyarrow_ops.peers.spark_aggregate_df`: ``window()`` or ``explode(sequence(...))``, then a group-by),
-  over the union of the same input DataFrames with the time as microseconds (``unix_micros``).
+  over the union of the same input DataFrames with the time as microseconds (``unix_micros``); their shuffle
+  has the session's ``spark.sql.shuffle.partitions`` (4), which adaptive execution coalesces.
 
 Once per (row count, query), untimed, each side's result is collected (``toArrow``) and compared with the
 engine's: identical, except the floating-point aggregate (the mean) within a relative 1e-9, as
@@ -35,7 +36,10 @@ How to read the table (one per row count):
   the column shows the bound ``<=cores x wall`` instead, marked ``<=``.
 * ``python s``: seconds the Python workers spend in the engine's work (splitting a partition by input and
   aggregating), summed over tasks: the ``timer=`` accumulator of :func:`pyarrow_ops.spark.aggregate`. It
-  leaves out moving batches between the JVM and Python. Spark's formulations run no Python ("-").
+  leaves out moving batches between the JVM and Python. Spark's formulations run no Python ("-"). The
+  result's final ``orderBy`` makes Spark sample its input in a job of its own, which for pyarrow_ops.spark
+  runs the shuffle read, the partition sort and the engine a second time (measured: each partition's UDF runs
+  twice per run); python s and task s count both, as the wall time pays for both.
 * ``not engine s``: task s - python s: task time outside the engine (scanning the cached inputs, the shuffle,
   sorting partitions, Arrow transfers to and from the Python workers, the final sort); an upper bound when
   task s is.
@@ -74,6 +78,15 @@ DEFAULT_ROWS = "2000000,10000000"
 DEFAULT_QUERIES = "k-OI,W-OI"
 COLUMNS = ["time", "meter", "kwh"]  # what the meter queries read; the rest of the dataset stays out of Spark
 _groups = itertools.count()
+LEGEND = """\
+  wall s: the best run, from building the plan to the end of a noop write (every output row computed and
+    sorted, none collected); Mt/s: input tuples / wall s
+  task s: the run's tasks' executor run time summed (Spark's status store), at most ~{cores} x wall s
+  python s: the Python workers' engine seconds (split by input, aggregate), summed over tasks; moving batches
+    between the JVM and Python not included
+  not engine s: task s - python s, the task time outside the engine (scans, shuffle, sorts, Arrow transfers);
+    "<=" marks the bound {cores} x wall s where the status store could not be read
+  speedup: the best Spark formulation's wall s / pyarrow_ops.spark's (above 1: the engine inside Spark wins)"""
 
 
 @dataclass
@@ -134,10 +147,10 @@ def prepare(spark: SparkSession, rows: int, inputs: int, partitions: int | None 
             # createDataFrame(pa.Table) makes one partition per Arrow batch of at most this many rows: with
             # the default 10,000, an input of 2.5M rows would be 250 partitions, and every run would pay for
             # a thousand tasks that real inputs (files of ~128 MB) do not have.
+            # One chunk, so that the batches are cut at this size only (and none is empty: PySpark 4.3 drops
+            # every row after an empty batch, see peers._to_spark).
             spark.conf.set(setting, str(max(1, -(-table.num_rows // partitions))))
-            # PySpark 4.3 drops every row after an empty batch (see peers._to_spark): no empty batches.
-            table = pa.Table.from_batches([b for b in table.to_batches() if b.num_rows], table.schema)
-            df = spark.createDataFrame(table).cache()
+            df = spark.createDataFrame(table.combine_chunks()).cache()
             df.count()
             frames.append(df)
     finally:
@@ -175,15 +188,26 @@ def plan(engine: str, workload: Workload, q: Query, timer: Any = None) -> DataFr
                                     formulation=formulation)
 
 
-def run_once(spark: SparkSession, engine: str, workload: Workload, q: Query) -> Run:
-    """One timed run: build the plan, compute every output row with a noop write (nothing is collected)."""
-    sc = spark.sparkContext
-    group = f"pyarrow_ops.bench_spark-{os.getpid()}-{next(_groups)}"
-    sc.setJobGroup(group, engine)  # the run's jobs, for task_seconds
-    timer = sc.accumulator(0.0) if engine == ENGINE else None
-    start = clock.perf_counter()
+def materialise(engine: str, workload: Workload, q: Query, timer: Any = None) -> None:
+    """Builds the plan and computes every output row, sorted, with a noop write: nothing reaches the driver."""
     plan(engine, workload, q, timer).write.format("noop").mode("overwrite").save()
-    wall = clock.perf_counter() - start
+
+
+def run_once(spark: SparkSession, engine: str, workload: Workload, q: Query) -> Run:
+    """One timed :func:`materialise`, with its task and Python-worker seconds."""
+    sc = spark.sparkContext
+    # The run's jobs in their own job group, for task_seconds; the caller's group is put back after.
+    saved = {k: sc.getLocalProperty(k) for k in ("spark.jobGroup.id", "spark.job.description")}
+    group = f"pyarrow_ops.bench_spark-{os.getpid()}-{next(_groups)}"
+    sc.setJobGroup(group, f"pyarrow_ops.bench_spark {engine}")
+    try:
+        timer = sc.accumulator(0.0) if engine == ENGINE else None
+        start = clock.perf_counter()
+        materialise(engine, workload, q, timer)
+        wall = clock.perf_counter() - start
+    finally:
+        for k, v in saved.items():
+            sc.setLocalProperty(k, v)  # None removes it
     return Run(wall, task_seconds(spark, group), timer.value if timer is not None else None)
 
 
@@ -279,7 +303,8 @@ def speedup(results: Sequence[Result], query: str) -> tuple[float, str] | None:
 
 def print_table(results: Sequence[Result], cores: int) -> None:
     rows, inputs = results[0].rows, results[0].inputs
-    print(f"\nSpark local[{cores}], {rows:,} tuples in {inputs} inputs (best of {len(results[0].runs)} runs)")
+    runs = len(results[0].runs)
+    print(f"\nSpark local[{cores}], {rows:,} tuples in {inputs} inputs (best of {runs} run{'s' * (runs > 1)})")
     print(f"{'query':<5} {'engine':<17} {'wall s':>8} {'Mt/s':>6} {'task s':>8} {'python s':>8} "
           f"{'not engine s':>12} {'speedup':>7}")
     for r in results:
@@ -297,6 +322,7 @@ def print_table(results: Sequence[Result], cores: int) -> None:
         ratio = speedup(results, query)
         if ratio:
             print(f"{query}: pyarrow_ops.spark vs best Spark ({ratio[1]}): speedup {ratio[0]:.2f}x")
+    print(LEGEND.format(cores=cores))
 
 
 def _names(text: str, allowed, what: str, parser: argparse.ArgumentParser) -> list[str]:
