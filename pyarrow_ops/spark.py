@@ -162,6 +162,7 @@ def aggregate(
     order_by: str | None = None,
     partitions: int | None = None,
     threads: int | None = None,
+    ordered: bool = True,
     timer: Any = None,
 ) -> DataFrame:
     """:func:`pyarrow_ops.aggregate` on Spark: the identical table, as a Spark DataFrame.
@@ -180,6 +181,10 @@ def aggregate(
         partitions: Spark partitions the keys are hashed over (default: Spark's default
             parallelism). Without a key everything runs in one partition, with a warning.
         threads: engine threads per partition.
+        ordered: sort the result as in-process (the default). The rows are kept once (a local
+            checkpoint) for the sort; a checkpoint does not survive the loss of an executor, so on
+            a cluster that loses executors pass ``ordered=False`` and sort yourself: each
+            partition's rows are then in order, the partitions are not.
         timer: for benchmarks, an accumulator of the Python workers' seconds (see :func:`aggregate_udf`).
 
     Returns:
@@ -191,8 +196,10 @@ def aggregate(
 
     keys = _keys(key)
     tagged, n_inputs = _tagged(inputs, input_column, order_by)
-    if order_by is not None and order_by != time:
-        tagged = tagged.drop(order_by) if order_by not in keys else tagged
+    # Only the columns the query reads travel through the shuffle (Spark cannot prune a UDF's
+    # input itself); a missing one is left for the engine's error, which names it.
+    needed = dict.fromkeys([time, *keys, *(a.column for a in aggs.values() if isinstance(a, Agg) and a.column)])
+    tagged = tagged.select(*[c for c in needed if c in tagged.columns], INPUT_COLUMN, POSITION_COLUMN)
 
     spark = tagged.sparkSession
     if keys:
@@ -202,12 +209,26 @@ def aggregate(
         warnings.warn("pyarrow_ops.spark.aggregate: the query has no key, so every row must meet in one "
                       "Spark partition (one Python worker) to be aggregated in merged order", stacklevel=2)
         spread = tagged.repartition(1)
-    ordered = spread.sortWithinPartitions(INPUT_COLUMN, POSITION_COLUMN)
-    arrow_in = to_arrow_schema(ordered.schema, timezone="UTC")
+    in_order = spread.sortWithinPartitions(INPUT_COLUMN, POSITION_COLUMN)
+    arrow_in = to_arrow_schema(in_order.schema, timezone="UTC")
     fn, arrow_out = aggregate_udf(arrow_in, n_inputs, time=time, key=keys or None, window=window, aggs=aggs,
                                   design=design, threads=threads, timer=timer)
-    result = ordered.mapInArrow(fn, from_arrow_schema(arrow_out, prefer_timestamp_ntz=False))
-    return result.orderBy(F.col("window_start"), *[F.asc_nulls_last(k) for k in keys])
+    result = in_order.mapInArrow(fn, from_arrow_schema(arrow_out, prefer_timestamp_ntz=False))
+    if not ordered:
+        return result
+    return _sorted(result, [F.col("window_start"), *[F.asc_nulls_last(k) for k in keys]])
+
+
+def _sorted(df: DataFrame, order: list[Any]) -> DataFrame:
+    """``df.orderBy(*order)``, computing ``df`` once.
+
+    orderBy's range partitioning first samples its input in a job of its own, which would run
+    the whole query before it (shuffle, sort, engine) a second time. A lazy local checkpoint keeps
+    the rows the first job computes (memory, spilling to disk; freed when the DataFrame is), so the
+    sort reads them instead. Measured on the W-OI benchmark, 2M tuples on local[2]: 3.7-4.9 s against
+    5.9-7.0 s for orderBy alone and 5.6-6.5 s for one partition sorting everything.
+    """
+    return df.localCheckpoint(eager=False).orderBy(*order)
 
 
 def aggregate_group_udf(
@@ -553,7 +574,7 @@ def run(
         fn, spark_out, engine_in, sequence = _stage_udf(stage, index, spark_in, engine_in, sequence, n_inputs,
                                                         time, threads)
         df = df.mapInArrow(fn, from_arrow_schema(spark_out, prefer_timestamp_ntz=False))
-    return df.orderBy(*[F.asc_nulls_last(c) for c in sequence]).drop(*sequence)
+    return _sorted(df, [F.asc_nulls_last(c) for c in sequence]).drop(*sequence)
 
 
 def stages(pipeline: Any) -> list[str]:

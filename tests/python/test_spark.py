@@ -78,6 +78,9 @@ def test_empty_partitions_and_a_partition_with_one_key(spark):
     expected = po.aggregate(t, time="t", key="k", window=po.tumbling(4), aggs=AGGS).to_arrow()
     out = ps.aggregate([spark.createDataFrame(t)], time="t", key="k", window=po.tumbling(4), aggs=AGGS, partitions=8)
     _same(out.toArrow(), expected)
+    unordered = ps.aggregate([spark.createDataFrame(t)], time="t", key="k", window=po.tumbling(4), aggs=AGGS,
+                             partitions=8, ordered=False)
+    _same(unordered.toArrow().sort_by([("window_start", "ascending"), ("k", "ascending")]), expected)
 
 
 def test_result_goes_to_polars_through_arrow(spark):
