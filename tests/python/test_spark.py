@@ -248,3 +248,12 @@ def test_pipeline_udf_factories(spark):
     ordered = df.repartition(2, "user").sortWithinPartitions(ps.INPUT_COLUMN, ps.POSITION_COLUMN)
     got = ordered.mapInArrow(fn, from_arrow_schema(schema)).orderBy("user", "ts").toArrow()
     _same_pipeline(got, expected)
+
+
+def test_a_null_time_fails_on_the_driver_naming_the_input(spark):
+    t = pa.table({"t": pa.array([1, None, 3], pa.int64()), "k": [1, 1, 2], "v": [1.0, 2.0, 3.0]})
+    out = ps.aggregate([spark.createDataFrame(t)], time="t", key="k", window=po.tumbling(2), aggs={"n": po.count()})
+    with pytest.raises(Exception, match=r"input 0.*null|null.*input 0"):
+        out.toArrow()
+    with pytest.raises(po.InvalidInputError, match="'nope'"):  # checked on the driver, before Spark runs
+        ps.aggregate([spark.createDataFrame(t)], time="nope", key="k", window=po.tumbling(2), aggs={"n": po.count()})
