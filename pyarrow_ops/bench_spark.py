@@ -37,9 +37,8 @@ How to read the table (one per row count):
 * ``python s``: seconds the Python workers spend in the engine's work (splitting a partition by input and
   aggregating), summed over tasks: the ``timer=`` accumulator of :func:`pyarrow_ops.spark.aggregate`. It
   leaves out moving batches between the JVM and Python. Spark's formulations run no Python ("-"). The
-  result's final ``orderBy`` makes Spark sample its input in a job of its own, which for pyarrow_ops.spark
-  runs the shuffle read, the partition sort and the engine a second time (measured: each partition's UDF runs
-  twice per run); python s and task s count both, as the wall time pays for both.
+  result's final sort samples its input in a job of its own; pyarrow_ops.spark keeps its window rows in a
+  lazy local checkpoint for it, so the engine runs once per partition.
 * ``not engine s``: task s - python s: task time outside the engine (scanning the cached inputs, the shuffle,
   sorting partitions, Arrow transfers to and from the Python workers, the final sort); an upper bound when
   task s is.
