@@ -180,7 +180,8 @@ def aggregate(
             error, naming input, row and values.
         partitions: Spark partitions the keys are hashed over (default: Spark's default
             parallelism). Without a key everything runs in one partition, with a warning.
-        threads: engine threads per partition.
+        threads: engine threads per partition (default: ``spark.task.cpus``, the cores Spark gives
+            each task, so concurrent tasks do not compete for cores).
         ordered: sort the result as in-process (the default). The rows are kept once (a local
             checkpoint) for the sort; a checkpoint does not survive the loss of an executor, so on
             a cluster that loses executors pass ``ordered=False`` and sort yourself: each
@@ -202,6 +203,7 @@ def aggregate(
     tagged = tagged.select(*[c for c in needed if c in tagged.columns], INPUT_COLUMN, POSITION_COLUMN)
 
     spark = tagged.sparkSession
+    threads = threads or _task_cpus(spark)
     if keys:
         n = partitions or spark.sparkContext.defaultParallelism
         spread = tagged.repartition(n, *[F.col(k) for k in keys])
@@ -217,6 +219,12 @@ def aggregate(
     if not ordered:
         return result
     return _sorted(result, [F.col("window_start"), *[F.asc_nulls_last(k) for k in keys]])
+
+
+def _task_cpus(spark: SparkSession) -> int:
+    """The cores Spark allots each task (``spark.task.cpus``, 1 unless configured): the engine's
+    default thread count inside a task, since every core of the executor may run a task."""
+    return int(spark.sparkContext.getConf().get("spark.task.cpus", "1"))
 
 
 def _sorted(df: DataFrame, order: list[Any]) -> DataFrame:
@@ -529,7 +537,7 @@ def run(
             local data, a sample or an empty table of the inputs' schema).
         inputs, input_column, order_by: as for :func:`aggregate`.
         partitions: Spark partitions per keyed stage (default: Spark's default parallelism).
-        threads: engine threads per partition.
+        threads: engine threads per partition (default: ``spark.task.cpus``).
 
     The operators run in stages (docs/spark.md): consecutive operators whose keys share a column
     run in one pass over rows hashed by that column; a stateful operator (``top_k``, a
@@ -555,6 +563,7 @@ def run(
     plan = _engine.plan(engine_in, time, pipeline._specs(pipeline._time_type(engine_in)))
     stages = _stages(ops, plan, engine_in.names)
 
+    threads = threads or _task_cpus(tagged.sparkSession)
     df = tagged.withColumn(TIME_COLUMN, F.col(time))
     sequence = [TIME_COLUMN, INPUT_COLUMN, POSITION_COLUMN]
     n = partitions or df.sparkSession.sparkContext.defaultParallelism
