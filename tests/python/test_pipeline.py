@@ -279,3 +279,29 @@ def test_live_input_checks_pushed_schemas():
     live.close()
     with pytest.raises(po.UsageError, match="closed"):
         live.push(pa.record_batch({"ts": [1]}))
+
+
+def test_carried_row_numbers_name_each_output_rows_producer():
+    """The lineage pyarrow_ops.spark.run relies on (ops::carry_column): an int64 column carried
+    through operators that make new rows, null for rows emitted at the end of the input; and
+    reserved __pao_ columns do not change the parametric operator's hashes."""
+    t = pa.table({"ts": [1, 2, 3, 12, 13], "k": [1, 1, 2, 1, 2], "item": [5, 6, 5, 7, 6],
+                  "__pao_row": pa.array([10, 11, 12, 13, 14], pa.int64())})
+    options = (2, "ct", "nonblocking", "hybrid", 0, 0, 0, 0, 0, 65536, 0.0)
+    pairs = po.Pipeline(t, time="ts").pairs("k", "item", gap=5)._start(options, carry="__pao_row").to_arrow()
+    assert pairs.column("__pao_row").to_pylist() == [11]  # (5, 6) of key 1, made by the row with item 6
+    windows = (po.Pipeline(t, time="ts").window_aggregate(po.tumbling(10), {"n": po.count()}, key="k")
+               ._start(options, carry="__pao_row").to_arrow())
+    # Each key's first window closes at its tuple at 12 or 13 (rows 13, 14); the rest at the end: null.
+    assert windows.select(["window_start", "k", "n", "__pao_row"]).to_pylist() == [
+        {"window_start": 0, "k": 1, "n": 2, "__pao_row": 13},
+        {"window_start": 0, "k": 2, "n": 1, "__pao_row": 14},
+        {"window_start": 10, "k": 1, "n": 1, "__pao_row": None},
+        {"window_start": 10, "k": 2, "n": 1, "__pao_row": None},
+    ]
+    with pytest.raises(po.InvalidInputError, match=r"operator 0 \(select\).*carry"):
+        po.Pipeline(t, time="ts").select("ts", "k")._start(options, carry="__pao_row")
+    plain = po.Pipeline(t.drop_columns(["__pao_row"]), time="ts").parametric("partitioned", cost_us=0, key="k")
+    marked = po.Pipeline(t, time="ts").parametric("partitioned", cost_us=0, key="k")
+    assert (plain.run().to_arrow().column("p_state").to_pylist()
+            == marked.run().to_arrow().column("p_state").to_pylist())
