@@ -50,7 +50,7 @@ def _same(got: pa.Table, expected: pa.Table) -> None:
     assert got.to_pylist() == expected.to_pylist()
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), n_inputs=st.integers(1, 3), keys=st.integers(1, 6),
        string_keys=st.booleans(), size=st.integers(1, 8), advance=st.integers(1, 8), as_one=st.booleans())
@@ -154,7 +154,7 @@ def _same_pipeline(got: pa.Table, expected: pa.Table) -> None:
     assert got.to_pylist() == expected.to_pylist()
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), n_inputs=st.integers(1, 3), rows=st.integers(0, 120),
        keys=st.integers(1, 8), string_keys=st.booleans(), as_one=st.booleans(), partitions=st.integers(1, 4))
