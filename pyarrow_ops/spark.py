@@ -528,6 +528,7 @@ def run(
     order_by: str | None = None,
     partitions: int | None = None,
     threads: int | None = None,
+    ordered: bool = True,
 ) -> DataFrame:
     """Runs a :class:`pyarrow_ops.Pipeline`'s operators on Spark DataFrames: the table an
     in-process ``pipeline.run()`` over the same data gives, in the same order.
@@ -538,6 +539,8 @@ def run(
         inputs, input_column, order_by: as for :func:`aggregate`.
         partitions: Spark partitions per keyed stage (default: Spark's default parallelism).
         threads: engine threads per partition (default: ``spark.task.cpus``).
+        ordered: sort the result as in-process (the default), as for :func:`aggregate`; with
+            ``False`` the rows are all there but in no set order, and the sequence columns go too.
 
     The operators run in stages (docs/spark.md): consecutive operators whose keys share a column
     run in one pass over rows hashed by that column; a stateful operator (``top_k``, a
@@ -583,6 +586,8 @@ def run(
         fn, spark_out, engine_in, sequence = _stage_udf(stage, index, spark_in, engine_in, sequence, n_inputs,
                                                         time, threads)
         df = df.mapInArrow(fn, from_arrow_schema(spark_out, prefer_timestamp_ntz=False))
+    if not ordered:
+        return df.drop(*sequence)
     return _sorted(df, [F.asc_nulls_last(c) for c in sequence]).drop(*sequence)
 
 

@@ -218,6 +218,8 @@ def test_pipeline_stateful_stage_warns_and_errors_reach_the_driver(spark):
     with pytest.warns(UserWarning, match="one Spark partition"):
         out = ps.run(p, [spark.createDataFrame(t)])
     _same_pipeline(out.toArrow(), p.run().to_arrow())
+    loose = ps.run(po.Pipeline(t, time="ts").sessionize("u", gap=2), [spark.createDataFrame(t)], ordered=False)
+    _same_pipeline(loose.toArrow().sort_by("ts"), po.Pipeline(t, time="ts").sessionize("u", gap=2).run().to_arrow())
     unsorted = pa.table({"ts": [1, 5, 3], "u": [1, 1, 1], "v": [1, 2, 3], "seq": [0, 1, 2]})
     bad = ps.run(po.Pipeline(t, time="ts").sessionize("u", gap=2), [spark.createDataFrame(unsorted)], order_by="seq")
     with pytest.raises(Exception, match="not sorted"):
