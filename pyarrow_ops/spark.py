@@ -536,7 +536,8 @@ def run(
     Args:
         pipeline: the operators and time column to run; its own inputs are not read (build it on
             local data, a sample or an empty table of the inputs' schema).
-        inputs, input_column, order_by: as for :func:`aggregate`.
+        inputs, input_column, order_by: as for :func:`aggregate`; both columns are bookkeeping
+            and are not passed to the operators (keep a copy under another name to use one).
         partitions: Spark partitions per keyed stage (default: Spark's default parallelism).
         threads: engine threads per partition (default: ``spark.task.cpus``).
         ordered: sort the result as in-process (the default), as for :func:`aggregate`; with
