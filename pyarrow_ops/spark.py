@@ -239,6 +239,24 @@ def _sorted(df: DataFrame, order: list[Any]) -> DataFrame:
     return df.localCheckpoint(eager=False).orderBy(*order)
 
 
+def _need_positions(input_schema: pa.Schema) -> None:
+    if POSITION_COLUMN not in input_schema.names:
+        raise ValueError(f"a group's rows need the position column {POSITION_COLUMN!r} as well: Spark does "
+                         "not keep their order within a group")
+
+
+def _per_group(fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+               output_schema: pa.Schema) -> tuple[Callable[[pa.Table], pa.Table], pa.Schema]:
+    """A mapInArrow function as an applyInArrow one: the group's rows sorted into input order
+    (Spark hands them over in none), then ``fn``."""
+
+    def run(table: pa.Table) -> pa.Table:
+        ordered = table.sort_by([(INPUT_COLUMN, "ascending"), (POSITION_COLUMN, "ascending")])
+        return pa.Table.from_batches(list(fn(iter(ordered.to_batches()))), schema=output_schema)
+
+    return run, output_schema
+
+
 def aggregate_group_udf(
     input_schema: pa.Schema,
     inputs: int,
@@ -257,17 +275,10 @@ def aggregate_group_udf(
     function sorts by them, then aggregates as :func:`aggregate_udf` does. Group by the query's
     key (or a part of it), e.g. ``df.groupBy("meter").applyInArrow(fn, schema)``.
     """
-    if POSITION_COLUMN not in input_schema.names:
-        raise ValueError(f"a group's rows need the position column {POSITION_COLUMN!r} as well: Spark does "
-                         "not keep their order within a group")
+    _need_positions(input_schema)
     fn, output_schema = aggregate_udf(input_schema, inputs, time=time, key=key, window=window, aggs=aggs,
                                       design=design, threads=threads)
-
-    def run(table: pa.Table) -> pa.Table:
-        ordered = table.sort_by([(INPUT_COLUMN, "ascending"), (POSITION_COLUMN, "ascending")])
-        return pa.Table.from_batches(list(fn(iter(ordered.to_batches()))), schema=output_schema)
-
-    return run, output_schema
+    return _per_group(fn, output_schema)
 
 
 # --- Pipelines -------------------------------------------------------------------------------
@@ -634,13 +645,6 @@ def pipeline_group_udf(
     """A function for ``GroupedData.applyInArrow`` that runs ``pipeline``'s operators over one
     group, and its output schema: as :func:`aggregate_group_udf`, the rows carry ``__pao_input``
     and ``__pao_position``, by which the function sorts them first."""
-    if POSITION_COLUMN not in input_schema.names:
-        raise ValueError(f"a group's rows need the position column {POSITION_COLUMN!r} as well: Spark does "
-                         "not keep their order within a group")
+    _need_positions(input_schema)
     fn, output_schema = pipeline_udf(pipeline, input_schema, inputs, threads=threads)
-
-    def run(table: pa.Table) -> pa.Table:
-        ordered = table.sort_by([(INPUT_COLUMN, "ascending"), (POSITION_COLUMN, "ascending")])
-        return pa.Table.from_batches(list(fn(iter(ordered.to_batches()))), schema=output_schema)
-
-    return run, output_schema
+    return _per_group(fn, output_schema)
