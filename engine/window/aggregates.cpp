@@ -219,6 +219,49 @@ void AggStates::update(uint32_t slot, const Value& v, int64_t slice) {
   }
 }
 
+void AggStates::update_each(AggStates* const* states, const uint32_t* slots, size_t n, const Value& v,
+                            int64_t slice) {
+  if (n == 0) return;
+  const AggStates& f = *states[0];
+  switch (f.kind_) {
+    case AggKind::kCount: {
+      const int64_t add = f.column_ < 0 || v.valid;
+      for (size_t i = 0; i < n; ++i) states[i]->cells_[slots[i]].n += add;
+      return;
+    }
+    case AggKind::kFirst:
+      if (f.domain_ == Domain::kString) break;
+      for (size_t i = 0; i < n; ++i) {
+        Cell& c = states[i]->cells_[slots[i]];
+        if (c.n != 0) continue;
+        c.n = 1;
+        c.valid = v.valid;
+        c.u = v.u;
+      }
+      return;
+    case AggKind::kLast:
+      if (f.domain_ == Domain::kString) break;
+      for (size_t i = 0; i < n; ++i) {
+        Cell& c = states[i]->cells_[slots[i]];
+        c.n = 1;
+        c.valid = v.valid;
+        c.u = v.u;
+      }
+      return;
+    case AggKind::kMin:
+    case AggKind::kMax:
+      if (!v.valid) return;
+      for (size_t i = 0; i < n; ++i) {
+        Cell& c = states[i]->cells_[slots[i]];
+        if (c.n++ == 0 || f.better(v, c)) c.u = v.u;
+      }
+      return;
+    default:
+      break;
+  }
+  for (size_t i = 0; i < n; ++i) states[i]->update(slots[i], v, slice);
+}
+
 void AggStates::merge(uint32_t slot, const AggStates& from, uint32_t from_slot) {
   Cell& c = cells_[slot];
   const Cell& o = from.cells_[from_slot];

@@ -57,6 +57,10 @@ class AggStates {
   // values of one slice in the merged order, then the slices' sums in slice order, so every
   // design (sliced or not, any thread count) rounds identically (docs/semantics.md).
   void update(uint32_t slot, const Value& v, int64_t slice);
+  // update(slots[i], v, slice) on *states[i] for i < n, states of one aggregate (the windows a
+  // tuple falls in): one dispatch on the function for all of them.
+  static void update_each(AggStates* const* states, const uint32_t* slots, size_t n, const Value& v,
+                          int64_t slice);
   // Folds `from`'s state at `from_slot` into `slot`, as if its tuples came after this slot's.
   // For float sums `from` holds a single slice, as every slice of the sliced designs does.
   void merge(uint32_t slot, const AggStates& from, uint32_t from_slot);

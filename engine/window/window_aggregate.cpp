@@ -111,23 +111,44 @@ WindowAggregate::WindowSet* WindowAggregate::set_for(int64_t k) {
   return ws.get();
 }
 
-void WindowAggregate::add(const Batch& batch, int64_t row, int64_t time) {
+void WindowAggregate::enter_slice(int64_t time) {
   advance(time);
+  slice_ = window_.slice_of(time);
+  const __int128 lo = __int128{window_.offset} + __int128{slice_} * window_.slice_length();
+  const auto clamp = [](__int128 v) {
+    return static_cast<int64_t>(std::clamp<__int128>(v, INT64_MIN, INT64_MAX));
+  };
+  // At the ends of the time line the clamped range may miss some of the slice: those tuples
+  // enter it again, which is correct, only slower.
+  slice_lo_ = clamp(lo);
+  slice_hi_ = clamp(lo + window_.slice_length());
+  current_.clear();
   const int64_t kf = window_.first_k(time);
   const int64_t kl = window_.last_k(time);
-  if (kf > kl) return;  // in a gap between windows
+  if (kf > kl) return;  // a gap between windows
   if (open_.empty()) base_k_ = kf;
+  // Pointers into open_'s sets stay valid: sets live on the heap, and only advance() retires
+  // them, which empties this range.
+  for (int64_t k = kf; k <= kl; ++k) current_.push_back(set_for(k));
+  slots_.resize(current_.size());
+  states_.resize(current_.size());
+}
+
+void WindowAggregate::add(const Batch& batch, int64_t row, int64_t time) {
+  if (time < slice_lo_ || time >= slice_hi_) enter_slice(time);
+  const size_t n = current_.size();
+  if (n == 0) return;  // in a gap between windows
   const uint32_t key = keys_.id(batch, row);
-  const int64_t slice = window_.slice_of(time);
   read_values(batch, row, values_);
-  for (int64_t k = kf; k <= kl; ++k) {
-    WindowSet* ws = set_for(k);
-    const uint32_t slot = ws->slot(key, prototypes_);
-    for (size_t a = 0; a < ws->aggs.size(); ++a) ws->aggs[a].update(slot, values_[a], slice);
+  for (size_t i = 0; i < n; ++i) slots_[i] = current_[i]->slot(key, prototypes_);
+  for (size_t a = 0; a < prototypes_.size(); ++a) {
+    for (size_t i = 0; i < n; ++i) states_[i] = &current_[i]->aggs[a];
+    AggStates::update_each(states_.data(), slots_.data(), n, values_[a], slice_);
   }
 }
 
 void WindowAggregate::advance(int64_t watermark) {
+  bool completed = false;
   while (!open_.empty() && window_.end(base_k_) <= watermark) {
     if (open_.front()) {
       emit(base_k_, *open_.front());
@@ -135,6 +156,11 @@ void WindowAggregate::advance(int64_t watermark) {
     }
     open_.pop_front();
     ++base_k_;
+    completed = true;
+  }
+  if (completed) {  // current_ may point at retired sets: the next tuple looks its windows up again
+    slice_lo_ = 1;
+    slice_hi_ = 0;
   }
 }
 

@@ -137,12 +137,25 @@ class WindowAggregate : public WindowOutput {
 
  private:
   WindowSet* set_for(int64_t k);
+  // The first tuple of a new slice at `time`: completes the windows ending at or before it and
+  // finds the sets of the windows the slice lies in.
+  void enter_slice(int64_t time);
 
   // Open window sets for k in [base_k_, base_k_ + open_.size()), null where none received a tuple.
   std::deque<std::unique_ptr<WindowSet>> open_;
   int64_t base_k_ = 0;
   std::vector<Value> values_;  // the current tuple's aggregate inputs
   std::vector<std::unique_ptr<WindowSet>> spare_;
+  // The current slice [slice_lo_, slice_hi_) (empty before the first tuple and after advance()
+  // completed a window). Window starts and ends are slice boundaries, so every tuple of a slice
+  // falls in the same windows, whose sets current_ holds in k order, and no window ends inside
+  // it: per tuple, a range check replaces the window arithmetic and the per-window lookups.
+  int64_t slice_lo_ = 1;
+  int64_t slice_hi_ = 0;
+  int64_t slice_ = 0;
+  std::vector<WindowSet*> current_;
+  std::vector<uint32_t> slots_;        // the tuple's slot in each of current_
+  std::vector<AggStates*> states_;     // one aggregate's states in each of current_
 };
 
 }  // namespace pao::window
