@@ -50,7 +50,6 @@ struct TGate::Arena {
   // (acquire). An input's newest arena is never retired while the input is open, so the
   // producer never writes into freed memory.
   std::atomic<Arena*> next_in_input{nullptr};
-  int64_t arrival_ns = 0;
   Arena* next_retired = nullptr;  // reclaim()'s private list
   uint64_t retire_epoch = 0;
 };
@@ -76,6 +75,9 @@ struct alignas(64) TGate::ReaderState {
   Node* head = nullptr;                   // last node returned (or the sentinel)
   std::atomic<Node*> shared_head{nullptr};  // head, published for reclaim() (release)
   std::vector<uint64_t> passed;           // per input: tuples of it this reader returned
+  // Per input: its `published` as this reader last loaded it (acquire). Counts only grow, so a
+  // value above passed[i] proves a linked tuple ahead without touching the producer's line.
+  std::vector<uint64_t> published_seen;
   std::vector<uint32_t> exposed;          // inputs whose linked tuples this reader all passed
   std::vector<uint8_t> is_exposed;
   std::vector<int64_t> bound_seen;        // bound loaded for each exposed input this call
@@ -111,6 +113,7 @@ TGate::TGate(TGateOptions options) : options_(options) {
     s.head = head_;
     s.shared_head.store(head_, std::memory_order_relaxed);
     s.passed.assign(options_.inputs, 0);
+    s.published_seen.assign(options_.inputs, 0);
     s.is_exposed.assign(options_.inputs, 1);
     s.bound_seen.assign(options_.inputs, INT64_MIN);
     s.closed_seen.assign(options_.inputs, 0);
@@ -163,8 +166,6 @@ TGate::Arena* TGate::make_arena(size_t slot, uint32_t input, const Batch& batch,
   auto* a = new (mem) Arena();
   a->batch = batch;
   a->input = input;
-  a->arrival_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch()).count();
   auto* at = static_cast<uint8_t*>(mem) + ((sizeof(Arena) + 15) & ~size_t{15});
   for (size_t r = 0; r < n; ++r) {
     auto* node = new (at) Node{make_key(times[r], input, in.next_position + r), a,
@@ -215,20 +216,39 @@ void TGate::link_arena(ProducerState& p, Arena* arena) {
     while (h - 1 > top && !top_level_.compare_exchange_weak(top, h - 1, std::memory_order_relaxed)) {
     }
     top = std::max(top, h - 1);
-    // Search down from the top, starting each level at the later of the level above's
-    // predecessor and this producer's hint for the level (both precede key: keys of one input
-    // only grow). Acquire on every link load: a node reached through a link is fully built.
-    Node* pred = head_;
-    for (int l = top; l >= 0; --l) {
-      Node* hint = p.preds[l];
-      if (hint != head_ && (pred == head_ || hint->key > pred->key)) pred = hint;
-      Node* succ = pred->next()[l].load(pred == head_ ? std::memory_order_seq_cst : std::memory_order_acquire);
-      while (succ != nullptr && succ->key < key) {
-        pred = succ;
-        succ = pred->next()[l].load(std::memory_order_acquire);
+    // Every hint precedes key (keys of one input only grow). When the hints of the node's own
+    // levels are real nodes (every node of an arena but the first few), walk each of those levels
+    // forward from its hint: the node needs links at h levels (1.33 on average), and each walk
+    // passes only the other inputs' nodes inserted since, where a search from the top visits
+    // every level. Otherwise search down from the top, starting each level at the later of the
+    // level above's predecessor and the hint. Acquire on every link load: a node reached through
+    // a link is fully built.
+    bool hinted = true;
+    for (int l = 0; l < h; ++l) hinted &= p.preds[l] != head_;
+    if (hinted) {
+      for (int l = 0; l < h; ++l) {
+        Node* pred = p.preds[l];
+        Node* succ = pred->next()[l].load(std::memory_order_acquire);
+        while (succ != nullptr && succ->key < key) {
+          pred = succ;
+          succ = pred->next()[l].load(std::memory_order_acquire);
+        }
+        p.preds[l] = pred;
+        p.succs[l] = succ;
       }
-      p.preds[l] = pred;
-      p.succs[l] = succ;
+    } else {
+      Node* pred = head_;
+      for (int l = top; l >= 0; --l) {
+        Node* hint = p.preds[l];
+        if (hint != head_ && (pred == head_ || hint->key > pred->key)) pred = hint;
+        Node* succ = pred->next()[l].load(pred == head_ ? std::memory_order_seq_cst : std::memory_order_acquire);
+        while (succ != nullptr && succ->key < key) {
+          pred = succ;
+          succ = pred->next()[l].load(std::memory_order_acquire);
+        }
+        p.preds[l] = pred;
+        p.succs[l] = succ;
+      }
     }
     // Link bottom up. The release CAS publishes the node's fields and its link at that level;
     // on failure someone linked between pred and succ, so walk on from pred and retry.
@@ -372,7 +392,8 @@ ReadResult TGate::next_ready_tuple(size_t reader) {
     size_t kept = 0;
     for (uint32_t i : r.exposed) {
       InputState& in = inputs_[i];
-      if (in.published.load(std::memory_order_acquire) > r.passed[i]) {
+      r.published_seen[i] = in.published.load(std::memory_order_acquire);
+      if (r.published_seen[i] > r.passed[i]) {
         r.is_exposed[i] = 0;  // it has a tuple ahead of us now
         all_closed = false;
         continue;
@@ -411,17 +432,22 @@ ReadResult TGate::next_ready_tuple(size_t reader) {
       r.shared_head.store(x, std::memory_order_release);
       const uint64_t pos = key_position(x->key);
       r.passed[j] = pos + 1;
-      if (options_.readiness == Readiness::kExact && !r.is_exposed[j] &&
-          inputs_[j].published.load(std::memory_order_acquire) <= pos + 1) {
-        r.is_exposed[j] = 1;
-        r.exposed.push_back(j);
+      // j becomes exposed when x was its last linked tuple. Reload its count only when the one
+      // seen does not already show a later tuple, rather than once per tuple from a cache line
+      // the producer keeps writing.
+      if (options_.readiness == Readiness::kExact && !r.is_exposed[j] && r.published_seen[j] <= pos + 1) {
+        r.published_seen[j] = inputs_[j].published.load(std::memory_order_acquire);
+        if (r.published_seen[j] <= pos + 1) {
+          r.is_exposed[j] = 1;
+          r.exposed.push_back(j);
+        }
       }
       if (++r.since_reclaim >= 1024) {
         r.since_reclaim = 0;
         reclaim();
       }
       out.state = ReadResult::State::kTuple;
-      out.tuple = {&x->arena->batch, x->row, t, j, pos, x->arena->arrival_ns};
+      out.tuple = {&x->arena->batch, x->row, t, j, pos};
       return out;
     }
   } else if (all_closed) {

@@ -69,7 +69,6 @@ struct TupleRef {
   int64_t time = 0;
   uint32_t input = 0;
   uint64_t position = 0;
-  int64_t arrival_ns = 0;  // steady clock when its batch was inserted
 };
 
 struct ReadResult {

@@ -54,6 +54,49 @@ class Signal {
   std::condition_variable cv_;
 };
 
+// When each input's bound (the least time it may still send) rose, for latency measurement: a
+// window set ending at E became complete when the last input's bound reached E. An entry is
+// (bound, steady-clock ns when the push, heartbeat or close that raised it began), appended by
+// the input's producer after that call returns and read by the output thread, hence a mutex
+// per input; it runs only when latencies are recorded. Entries below the earliest end still to
+// be looked up are dropped, so a long live run keeps only what it may still ask about.
+class CompletionLog {
+ public:
+  explicit CompletionLog(size_t inputs) : inputs_(inputs) {}
+
+  void raise(uint32_t input, int64_t bound, int64_t at_ns) {
+    In& in = inputs_[input];
+    std::lock_guard lock(in.mutex);
+    if (in.entries.empty() || bound > in.entries.back().first) in.entries.emplace_back(bound, at_ns);
+  }
+  // When every input's bound had reached `end`, or nullopt while some input's has not.
+  std::optional<int64_t> completed_at(int64_t end) {
+    int64_t at = INT64_MIN;
+    for (In& in : inputs_) {
+      std::lock_guard lock(in.mutex);
+      auto it = std::lower_bound(in.entries.begin(), in.entries.end(), end,
+                                 [](const std::pair<int64_t, int64_t>& e, int64_t v) { return e.first < v; });
+      if (it == in.entries.end()) return std::nullopt;
+      at = std::max(at, it->second);
+    }
+    return at;
+  }
+  // No end below `end` will be looked up again.
+  void forget_below(int64_t end) {
+    for (In& in : inputs_) {
+      std::lock_guard lock(in.mutex);
+      while (!in.entries.empty() && in.entries.front().first < end) in.entries.pop_front();
+    }
+  }
+
+ private:
+  struct In {
+    std::mutex mutex;
+    std::deque<std::pair<int64_t, int64_t>> entries;  // bounds strictly increasing
+  };
+  std::vector<In> inputs_;
+};
+
 // The producer side (slot: the producer's index; one thread per input at a time).
 class Intake {
  public:
@@ -104,7 +147,6 @@ struct Item {
   const Batch* batch;
   int64_t row;
   int64_t time;
-  int64_t arrival_ns;
   bool last;
 };
 
@@ -194,10 +236,9 @@ class QueueFeed final : public Feed {
     // Cancelled: take nothing more (as the T-Gate does), even where the queue has room.
     if (cancelled_.load(std::memory_order_acquire)) return 0;
     if (!wait && in.queue->free_space() < static_cast<size_t>(n)) return 0;  // never stop mid-batch
-    const int64_t arrival = now_ns();
     auto* held = new Batch(b);
     for (int64_t r = 0; r < n; ++r) {
-      const Item item{held, r, t[r], arrival, r == n - 1};
+      const Item item{held, r, t[r], r == n - 1};
       while (!in.queue->try_push(item)) {
         if (cancelled_.load(std::memory_order_acquire) || (r == 0 && !wait)) {
           if (r == 0) {
@@ -285,7 +326,7 @@ class QueueFeed final : public Feed {
         have_current_ = true;
         out.state = State::kTuple;
         out.tuple = {best_item.batch, best_item.row, best_item.time, static_cast<uint32_t>(best),
-                     inputs_[best].read++, best_item.arrival_ns};
+                     inputs_[best].read++};
         return out;
       }
       watermark = std::min(watermark, best_item.time);
@@ -366,7 +407,6 @@ class HiveIntake final : public Intake {
     MultiwayAggregate::Progress& p = progress_[input];
     if (applied > 0) p.tuples.fetch_add(applied, std::memory_order_relaxed);
     if (time > p.time.load(std::memory_order_relaxed)) {
-      p.at_ns.store(now_ns(), std::memory_order_relaxed);
       p.time.store(time, std::memory_order_release);
       signal_.bump();
     }
@@ -465,6 +505,10 @@ MultiwayAggregate::MultiwayAggregate(std::shared_ptr<const Schema> input_schema,
   } else {
     in_ = feed_.get();
   }
+  if (options_.flush_each_window) {
+    completions_ = std::make_unique<CompletionLog>(inputs_);
+    out_->record_ends(&emitted_ends_);
+  }
   const DataType& type = input_schema_->fields[time_index_].type;
   for (size_t i = 0; i < inputs_; ++i) {
     times_.push_back(std::make_unique<gate::InputTimes>(static_cast<uint32_t>(i), options_.query.time_column,
@@ -530,7 +574,10 @@ void MultiwayAggregate::push(uint32_t input, const Batch& batch) {
   std::lock_guard lock(push_locks_[input]);
   try {
     const int64_t* t = times_[input]->read(batch);
-    if (batch.num_rows() > 0) in_->push(input, input, batch, t, true);
+    const int64_t at = now_ns();
+    if (batch.num_rows() > 0 && in_->push(input, input, batch, t, true) > 0 && completions_) {
+      completions_->raise(input, t[batch.num_rows() - 1], at);
+    }
   } catch (...) {
     fail(std::current_exception());  // nothing past the fault: the run stops here
     throw;
@@ -545,12 +592,16 @@ void MultiwayAggregate::heartbeat(uint32_t input, int64_t time) {
     fail(std::current_exception());
     throw;
   }
+  const int64_t at = now_ns();
   in_->heartbeat(input, time);
+  if (completions_) completions_->raise(input, time, at);
 }
 
 void MultiwayAggregate::close(uint32_t input) {
   std::lock_guard lock(push_locks_[input]);
+  const int64_t at = now_ns();
   in_->close(input);
+  if (completions_) completions_->raise(input, INT64_MAX, at);
 }
 
 void MultiwayAggregate::start(std::vector<std::unique_ptr<BatchSource>> inputs) {
@@ -601,7 +652,9 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
         if (!b) {
           p.ended = true;
           sources[m]->reset();  // release the input as soon as it ends
+          const int64_t at = now_ns();
           in_->close(mine[m]);
+          if (completions_) completions_->raise(mine[m], INT64_MAX, at);
           return;
         }
         if (b->num_rows() == 0) {
@@ -652,8 +705,15 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
       for (size_t m : order) {
         Pending& p = pending[m];
         const int64_t len = std::min(kChunk, p.batch.num_rows() - done[m]);
+        // The arrival of these rows, for latencies: when the pacing schedules them (a live
+        // source sends them then, whether or not the engine has room), else now.
+        int64_t at = 0;
         if (share > 0) {  // pacing for latency measurements
-          std::this_thread::sleep_until(start + std::chrono::nanoseconds(static_cast<int64_t>(sent / share * 1e9)));
+          const auto due = start + std::chrono::nanoseconds(static_cast<int64_t>(sent / share * 1e9));
+          std::this_thread::sleep_until(due);
+          at = std::chrono::duration_cast<std::chrono::nanoseconds>(due.time_since_epoch()).count();
+        } else if (completions_) {
+          at = now_ns();
         }
         Batch part = (done[m] == 0 && len == p.batch.num_rows()) ? p.batch : p.batch.slice(done[m], len);
         const int64_t took = in_->push(slot, mine[m], part, p.times + done[m], false);
@@ -661,6 +721,7 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
           if (stopping_.load(std::memory_order_acquire)) return;
           continue;
         }
+        if (completions_) completions_->raise(mine[m], p.times[done[m] + took - 1], at);
         pushed = true;
         sent += took;
         done[m] += took;
@@ -668,7 +729,12 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
           done[m] = 0;
           pull(m);
         }
-        if (!pending[m].ended) in_->heartbeat(mine[m], pending[m].times[done[m]]);
+        if (!pending[m].ended) {
+          const int64_t next = pending[m].times[done[m]];
+          const int64_t beat = completions_ ? now_ns() : 0;
+          in_->heartbeat(mine[m], next);
+          if (completions_) completions_->raise(mine[m], next, beat);
+        }
         break;
       }
       if (!pushed) {
@@ -696,7 +762,6 @@ void MultiwayAggregate::update_loop(size_t u) {
       const int64_t slice = time == INT64_MAX ? INT64_MAX : options_.query.window.slice_of(time);
       if (slice != last_slice) {
         last_slice = slice;
-        p.at_ns.store(now_ns(), std::memory_order_relaxed);
         p.tuples.store(applied, std::memory_order_relaxed);
         signal_->bump();
       }
@@ -731,12 +796,26 @@ void MultiwayAggregate::update_loop(size_t u) {
 
 std::optional<Batch> MultiwayAggregate::hand_out(bool flush) {
   std::optional<Batch> b = out_->take(flush);
-  if (options_.flush_each_window) {  // every emitted window set's rows have now been handed out
-    const int64_t t = now_ns();
-    for (int64_t a : pending_arrivals_) stats_.latencies_ns.push_back(t - a);
-    pending_arrivals_.clear();
-  }
+  if (completions_) record_latencies(now_ns());  // every emitted window set's rows are handed out
   return b;
+}
+
+// Window sets are looked up in end order; one whose completion the log does not show yet (its
+// producer records the raise after making it) waits, with its hand-out time, for the next call.
+void MultiwayAggregate::record_latencies(int64_t handed_out_ns) {
+  for (int64_t end : emitted_ends_) unresolved_.emplace_back(end, handed_out_ns);
+  emitted_ends_.clear();
+  size_t done = 0;
+  for (; done < unresolved_.size(); ++done) {
+    const auto [end, at] = unresolved_[done];
+    const std::optional<int64_t> complete = completions_->completed_at(end);
+    if (!complete) break;
+    stats_.latencies_ns.push_back(at - *complete);
+  }
+  if (done == 0) return;
+  // Ends only grow: nothing below the last one looked up is asked about again.
+  completions_->forget_below(unresolved_[done - 1].first);
+  unresolved_.erase(unresolved_.begin(), unresolved_.begin() + static_cast<std::ptrdiff_t>(done));
 }
 
 // Ctrl-C: check_interrupt is polled about every 50 ms, while waiting and also while busy (a run
@@ -778,7 +857,6 @@ std::optional<Batch> MultiwayAggregate::next_merged() {
     if (ended_) return std::nullopt;
     const uint64_t seen = feed_->progress();
     const int64_t before = out_->window_sets_emitted();
-    int64_t arrival = 0;
     ReadResult r = feed_->next(0);
     switch (r.state) {
       case State::kTuple:
@@ -790,12 +868,10 @@ std::optional<Batch> MultiwayAggregate::next_merged() {
           // Never busy: emit(t) released every slice whose windows end at or before t.
           hive_->update(0, *r.tuple.batch, r.tuple.row, r.tuple.time);
         }
-        arrival = r.tuple.arrival_ns;
         if ((stats_.tuples & 4095) == 0) maybe_check_interrupt(last_check);
         break;
       case State::kNotReady:
         advance(r.watermark);
-        arrival = now_ns();
         if (!out_->has_output(flush)) {
           rethrow_failure();
           maybe_check_interrupt(last_check);
@@ -805,13 +881,10 @@ std::optional<Batch> MultiwayAggregate::next_merged() {
       case State::kEnd:
         rethrow_failure();
         advance(INT64_MAX);
-        arrival = now_ns();
         ended_ = true;
         break;
     }
-    const int64_t done = out_->window_sets_emitted() - before;
-    stats_.window_sets += done;
-    if (flush) pending_arrivals_.insert(pending_arrivals_.end(), static_cast<size_t>(done), arrival);
+    stats_.window_sets += out_->window_sets_emitted() - before;
   }
 }
 
@@ -830,16 +903,12 @@ std::optional<Batch> MultiwayAggregate::next_hive() {
     }
     const uint64_t seen = signal_->value();
     int64_t watermark = INT64_MAX;
-    int64_t arrival = 0;
     for (size_t s = 0; s < progress_count_; ++s) {
       watermark = std::min(watermark, progress_[s].time.load(std::memory_order_acquire));
-      arrival = std::max(arrival, progress_[s].at_ns.load(std::memory_order_relaxed));
     }
     const int64_t before = out_->window_sets_emitted();
     hive_->emit(watermark);
-    const int64_t done = out_->window_sets_emitted() - before;
-    stats_.window_sets += done;
-    if (flush) pending_arrivals_.insert(pending_arrivals_.end(), static_cast<size_t>(done), arrival);
+    stats_.window_sets += out_->window_sets_emitted() - before;
     if (watermark == INT64_MAX) {
       ended_ = true;
       // WiML: each input's applied tuples; TuMLMC: every update thread reads every tuple.

@@ -65,14 +65,18 @@ struct MultiwayOptions {
 struct MultiwayStats {
   int64_t tuples = 0;
   int64_t window_sets = 0;
-  // Per emitted window set: nanoseconds from the arrival of the tuple (or heartbeat, or close)
-  // that completed it to the moment next() handed out the batch holding its rows.
+  // With flush_each_window, per emitted window set: nanoseconds from the moment it became
+  // complete to the moment next() handed out the batch holding its rows. A window set ending at
+  // E is complete once every input has handed the engine a tuple, heartbeat or close at or after
+  // E; that moment is the start of the push (for paced inputs: the time the pacing gave it) or
+  // heartbeat or close of the last input to get there (CompletionLog).
   std::vector<int64_t> latencies_ns;
 };
 
 class Intake;  // where producers put tuples: a Feed, or the W-Hive directly (WiML)
 class Feed;    // the merged, ready order a reader takes (T-Gate or queues)
 class Signal;  // wakes the output thread
+class CompletionLog;  // when each input's bound rose, for latencies
 
 // The result: a BatchSource of window rows; also the handle for the push form.
 class MultiwayAggregate : public BatchSource {
@@ -104,7 +108,6 @@ class MultiwayAggregate : public BatchSource {
   // kTuMLMC and kWiML: per source (update thread, or input), every tuple before it was applied.
   struct alignas(64) Progress {
     std::atomic<int64_t> time{INT64_MIN};
-    std::atomic<int64_t> at_ns{0};   // when it was last raised
     std::atomic<int64_t> tuples{0};  // applied by this source
   };
 
@@ -121,6 +124,7 @@ class MultiwayAggregate : public BatchSource {
   std::optional<Batch> next_hive();
   std::optional<Batch> hand_out(bool flush);
   void maybe_check_interrupt(std::chrono::steady_clock::time_point& last);
+  void record_latencies(int64_t handed_out_ns);
   void fail(std::exception_ptr e);
   void rethrow_failure();
 
@@ -152,7 +156,12 @@ class MultiwayAggregate : public BatchSource {
   bool ended_ = false;
 
   MultiwayStats stats_;
-  std::vector<int64_t> pending_arrivals_;  // arrival of the trigger of each window set not yet handed out
+  // Latencies (flush_each_window): the log, the ends of window sets emitted but not yet handed
+  // out (filled by out_), and (end, hand-out time) of those whose completion the log does not
+  // show yet (the producer records a raise after making it).
+  std::unique_ptr<CompletionLog> completions_;
+  std::vector<int64_t> emitted_ends_;
+  std::vector<std::pair<int64_t, int64_t>> unresolved_;
 };
 
 }  // namespace pao::ops

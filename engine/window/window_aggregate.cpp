@@ -71,6 +71,7 @@ void WindowOutput::emit(int64_t k, WindowSet& ws) {
   ++emitted_;
   const int64_t start = window_.start(k);
   const int64_t end = window_.end(k);
+  if (ends_ != nullptr) ends_->push_back(end);
   order_.resize(ws.keys.size());
   for (uint32_t s = 0; s < order_.size(); ++s) order_[s] = s;
   std::sort(order_.begin(), order_.end(),

@@ -64,6 +64,8 @@ class WindowOutput {
   std::optional<Batch> take(bool flush);
   // Window sets emitted so far (those with at least one row).
   int64_t window_sets_emitted() const noexcept { return emitted_; }
+  // Appends each emitted window set's end to *sink from now on (latency measurement); null: stop.
+  void record_ends(std::vector<int64_t>* sink) noexcept { ends_ = sink; }
   bool has_output(bool flush) const noexcept {
     return !ready_.empty() || (flush && !builders_.empty() && builders_[0].size() > 0);
   }
@@ -119,6 +121,7 @@ class WindowOutput {
   std::vector<ColumnBuilder> builders_;
   std::deque<Batch> ready_;
   int64_t emitted_ = 0;
+  std::vector<int64_t>* ends_ = nullptr;
 };
 
 // The unsliced window store of MQ, MQLF and TuMLSC: one thread adds tuples in the merged order,

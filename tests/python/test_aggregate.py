@@ -2,6 +2,7 @@
 inputs; bad input gives clear errors with nothing emitted past the fault."""
 
 import threading
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -238,6 +239,27 @@ def test_live_aggregate_from_threads_equals_batch_result():
     assert got.equals(want)
     stats = live.stats()
     assert stats["tuples"] == 8000 and len(stats["latencies_ns"]) == stats["window_sets"] > 0
+
+
+def test_latency_counts_from_the_input_that_completes_the_window_set():
+    # Input 0's tuple at 12 waits for input 1; the window set [0, 10) is complete only when input 1
+    # gets past 10, so its latency is measured from that push, not from input 0's.
+    schema = pa.schema([("t", pa.int64())])
+    live = po.live_aggregate(schema, inputs=2, time="t", window=po.tumbling(10), aggs={"n": po.count()})
+    live.push(0, pa.record_batch({"t": [1, 12]}, schema=schema))
+    time.sleep(0.05)
+    before = time.monotonic_ns()
+    live.push(1, pa.record_batch({"t": [15]}, schema=schema))
+    it = iter(live)
+    assert next(it).to_pylist() == [{"window_start": 0, "window_end": 10, "n": 1}]
+    after = time.monotonic_ns()
+    (latency,) = live.stats()["latencies_ns"]
+    assert 0 <= latency <= after - before  # both clocks are CLOCK_MONOTONIC durations
+    live.close(0)
+    live.close(1)
+    assert [r["n"] for b in it for r in b.to_pylist()] == [2]
+    stats = live.stats()
+    assert len(stats["latencies_ns"]) == stats["window_sets"] == 2
 
 
 def test_live_heartbeats_release_windows_and_must_not_go_back():
