@@ -19,8 +19,9 @@
    of its rows. The inputs arrive as from live sources, in batches of ``LATENCY_BATCH`` rows, paced at
    half of the design's maximum throughput in that same configuration (measured first, unpaced; the
    table shows it beside the maximum with whole batches from table 2).
-Throughputs are medians of ``--repeat`` runs; the machine is shared, so compare within one run. Spark
-(local[2]) is started once; its start-up and a small warm-up query are reported and not counted.
+Throughputs are the best of ``--repeat`` runs, interleaved across contenders (``query_table``); the
+machine is shared, so compare within one run. Spark (local[2]) is started once; its start-up and a small
+warm-up query are reported and not counted.
 """
 
 from __future__ import annotations
@@ -78,19 +79,6 @@ def workload(kind: str, rows: int, inputs: int) -> list[pa.Table]:
     return _workloads[(kind, rows, inputs)]
 
 
-def _median(values: list[float]) -> float:
-    return float(np.median(values))
-
-
-def timed(fn, repeat: int) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeat):
-        start = clock.perf_counter()
-        out = fn()
-        times.append(clock.perf_counter() - start)
-    return _median(times), out
-
-
 def same_table(out: pa.Table, reference: pa.Table, rtol: float = RELATIVE_TOLERANCE) -> bool:
     """Equal, but floating-point columns within a relative tolerance (NaN equal to NaN, nulls in place)."""
     if out.num_rows != reference.num_rows or set(out.column_names) != set(reference.column_names):
@@ -118,7 +106,7 @@ def gate_table(rows: int, inputs: list[int], repeat: int) -> None:
         rates = {}
         for scan in (False, True):
             secs = [_engine.benchmark_gate(k, rows, scan, 2, 1024)[0] for _ in range(repeat)]
-            rates[scan] = rows / _median(secs) / 1e6
+            rates[scan] = rows / min(secs) / 1e6
         print(f"{k:>6} {rates[False]:>8.2f} {rates[True]:>8.2f} {rates[False] / rates[True]:>6.2f}")
 
 
@@ -161,8 +149,14 @@ def _cell(rate: float | None, width: int = 7) -> str:
 
 def query_table(rows: int, inputs: list[int], repeat: int, *, designs: list[str], threads: list[int | None],
                 queries: list[str], peer_names: list[str], spark=None) -> dict:
-    """Prints the throughput table; returns {(query, inputs, threads): {design or peer: Mt/s or None}}."""
-    print(f"\nMultiway aggregation, {rows:,} tuples (Mt/s; peers: best formulation)")
+    """Prints the throughput table; returns {(query, inputs, threads): {design or peer: Mt/s or None}}.
+
+    Per (query, inputs) every contender (design and thread count, peer formulation) runs once per round,
+    in turn, for ``repeat`` rounds, and its best round counts: a burst of load from the machine's other
+    tenants then slows one round of everyone rather than every run of one contender.
+    """
+    print(f"\nMultiway aggregation, {rows:,} tuples (Mt/s, best of {repeat} interleaved rounds; "
+          "peers: best formulation)")
     header = f"{'query':>5} {'window':>7} {'inputs':>6} {'threads':>7} " + " ".join(f"{d:>7}" for d in designs)
     header += "".join(f" {p:>15}" for p in peer_names) + f" {'best/peer':>9}"
     print(header)
@@ -172,29 +166,41 @@ def query_table(rows: int, inputs: list[int], repeat: int, *, designs: list[str]
         for k in inputs:
             tables = workload(q.dataset, rows, k)
             n = sum(t.num_rows for t in tables)
-            reference, first_design = None, None
-            engine_rates: dict[int | None, dict[str, float | None]] = {}
-            for t in threads:
-                engine_rates[t] = {}
-                for design in designs:
+            runs = {("engine", t, d): (lambda t=t, d=d: run_engine(tables, q, d, t)) for t in threads for d in designs}
+            runs.update({("peer", p, f): (lambda p=p, f=f: run_peer(p, tables, q, f, spark))
+                         for p in peer_names for f in PEERS[p][1]})
+            best: dict[tuple, float | None] = {}
+            reference, first = None, None
+            for _ in range(repeat):
+                for name, fn in runs.items():
+                    if name in best and best[name] is None:
+                        continue  # a design that rejected the query
+                    start = clock.perf_counter()
                     try:
-                        secs, out = timed(lambda: run_engine(tables, q, design, t), repeat)
-                    except (ValueError, TypeError):  # the design does not take this query
-                        engine_rates[t][design] = None
+                        out = fn()
+                    except (ValueError, TypeError):
+                        if name[0] != "engine":
+                            raise
+                        best[name] = None  # the design does not take this query
                         continue
-                    engine_rates[t][design] = n / secs / 1e6
-                    if reference is None:
-                        reference, first_design = out, design
-                    elif not out.equals(reference):
-                        raise AssertionError(f"{qid}: design {design} (threads {t}) differs from {first_design}")
+                    secs = clock.perf_counter() - start
+                    if name not in best:  # first round: check the table
+                        if reference is None:
+                            reference, first = out, name
+                        elif name[0] == "engine" and first[0] == "engine":
+                            if not out.equals(reference):
+                                raise AssertionError(f"{qid}: design {name[2]} (threads {name[1]}) differs from "
+                                                     f"{first[2]}")
+                        elif not same_table(out, reference):
+                            raise AssertionError(f"{qid}: {' '.join(map(str, name[1:]))} differs from "
+                                                 f"{' '.join(map(str, first[1:]))}")
+                    best[name] = min(secs, best.get(name) or secs)
+            engine_rates = {t: {d: (None if best[("engine", t, d)] is None else n / best[("engine", t, d)] / 1e6)
+                                for d in designs} for t in threads}
             peer_rates: dict[str, tuple[float, str]] = {}
             for peer in peer_names:
                 for formulation in PEERS[peer][1]:
-                    secs, out = timed(lambda: run_peer(peer, tables, q, formulation, spark), repeat)
-                    if reference is None:
-                        reference, first_design = out, f"{peer} {formulation}"
-                    elif not same_table(out, reference):
-                        raise AssertionError(f"{qid}: {peer} {formulation} differs from {first_design}")
+                    secs = best[("peer", peer, formulation)]
                     rate = n / secs / 1e6
                     formulations.append((qid, k, peer, formulation, secs, rate))
                     if peer not in peer_rates or rate > peer_rates[peer][0]:
