@@ -217,26 +217,31 @@ void TGate::link_arena(ProducerState& p, Arena* arena) {
     }
     top = std::max(top, h - 1);
     // Every hint precedes key (keys of one input only grow). When the hints of the node's own
-    // levels are real nodes (every node of an arena but the first few), walk each of those levels
-    // forward from its hint: the node needs links at h levels (1.33 on average), and each walk
-    // passes only the other inputs' nodes inserted since, where a search from the top visits
-    // every level. Otherwise search down from the top, starting each level at the later of the
-    // level above's predecessor and the hint. Acquire on every link load: a node reached through
-    // a link is fully built.
+    // levels are real nodes (every node of an arena but the first few), first try walking each
+    // of those levels forward from its hint: the node needs links at h levels (1.33 on average),
+    // and with few inputs interleaved each walk passes a node or two, where a search from the
+    // top visits every level. A walk longer than kHintSteps (many inputs interleaved finely)
+    // gives up for the search from the top, which starts each level at the later of the level
+    // above's predecessor and the hint. Acquire on every link load: a node reached through a
+    // link is fully built.
+    constexpr int kHintSteps = 4;
     bool hinted = true;
     for (int l = 0; l < h; ++l) hinted &= p.preds[l] != head_;
-    if (hinted) {
-      for (int l = 0; l < h; ++l) {
-        Node* pred = p.preds[l];
-        Node* succ = pred->next()[l].load(std::memory_order_acquire);
-        while (succ != nullptr && succ->key < key) {
-          pred = succ;
-          succ = pred->next()[l].load(std::memory_order_acquire);
+    for (int l = 0; hinted && l < h; ++l) {
+      Node* pred = p.preds[l];
+      Node* succ = pred->next()[l].load(std::memory_order_acquire);
+      for (int steps = 0; succ != nullptr && succ->key < key; ++steps) {
+        if (steps == kHintSteps) {
+          hinted = false;
+          break;
         }
-        p.preds[l] = pred;
-        p.succs[l] = succ;
+        pred = succ;
+        succ = pred->next()[l].load(std::memory_order_acquire);
       }
-    } else {
+      p.preds[l] = pred;  // a later hint for this level either way: it precedes key
+      p.succs[l] = succ;
+    }
+    if (!hinted) {
       Node* pred = head_;
       for (int l = top; l >= 0; --l) {
         Node* hint = p.preds[l];
@@ -290,10 +295,14 @@ bool TGate::insert(size_t slot, uint32_t input, const Batch& batch, const int64_
     // every reader, so the least of them is ready and readers make room.
     while (in.live_arenas.load(std::memory_order_acquire) >= options_.max_arenas_per_input) {
       if (cancelled()) return false;
-      if (first && !wait) return false;
       const uint64_t seen = freed_.load(std::memory_order_acquire);
+      // Reclaim before giving up too: the readers free arenas only every 1024 tuples or when
+      // they run dry, and a reader that ran dry may sleep until the next insert, which a
+      // producer that gave up without freeing anything would never make (one input, small
+      // batches: a stall per round of arenas).
       reclaim();
       if (in.live_arenas.load(std::memory_order_acquire) < options_.max_arenas_per_input) break;
+      if (first && !wait) return false;
       waiters_.fetch_add(1, std::memory_order_seq_cst);
       {
         std::unique_lock lock(mutex_);

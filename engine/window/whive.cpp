@@ -39,17 +39,25 @@ WHive::WHive(const Schema& input, const AggregateQuery& query, int64_t batch_siz
   }
 }
 
+void WHive::locate(Updater& up, int64_t time) const {
+  up.gap = window_.first_k(time) > window_.last_k(time);
+  up.slice = window_.slice_of(time);
+  const __int128 lo = __int128{window_.offset} + __int128{up.slice} * window_.slice_length();
+  const auto clamp = [](__int128 v) { return static_cast<int64_t>(std::clamp<__int128>(v, INT64_MIN, INT64_MAX)); };
+  up.lo = clamp(lo);  // clamped at the ends of the time line: such tuples locate again, correctly
+  up.hi = clamp(lo + window_.slice_length());
+}
+
 bool WHive::update(size_t u, const Batch& batch, int64_t row, int64_t time) {
-  const int64_t kf = window_.first_k(time);
-  const int64_t kl = window_.last_k(time);
-  if (kf > kl) return true;  // in a gap between windows
   Updater& up = updaters_[u];
+  if (time < up.lo || time >= up.hi) locate(up, time);
+  if (up.gap) return true;  // in a gap between windows
   uint32_t own = 0;
   if (mode_ != HiveMode::kSingle) {
     own = up.keys->id(batch, row);
     if (mode_ == HiveMode::kPartitioned && own % updaters_.size() != u) return true;  // another's key
   }
-  const int64_t j = window_.slice_of(time);
+  const int64_t j = up.slice;
   Slot& s = ring_[static_cast<uint64_t>(j) & mask_];
   int64_t tag = s.tag.load(std::memory_order_acquire);
   if (tag != j) {

@@ -82,9 +82,17 @@ class WHive : public WindowOutput {
     std::unique_ptr<KeyTable> keys;  // kShared, kPartitioned: this updater's own ids
     std::vector<uint32_t> shared;    // own id -> id in keys_ (kNoSlot: not asked yet)
     std::vector<Value> values;
+    // The slice of this updater's last tuple, [lo, hi) (empty at first): tuples in it share its
+    // number and whether it lies in a gap between windows, so only a new slice pays for the
+    // window arithmetic.
+    int64_t lo = 1;
+    int64_t hi = 0;
+    int64_t slice = 0;
+    bool gap = false;
   };
   static constexpr int64_t kEmpty = INT64_MIN;
 
+  void locate(Updater& up, int64_t time) const;
   int64_t min_live_slice() const;
   void release_before(int64_t slice);
 
