@@ -237,8 +237,14 @@ def _native_aggregate(streams, k: int, q: Query, design: str, threads: int | Non
 
 
 def _live_streams(tables: list[pa.Table]):
-    """The tables as streams of LATENCY_BATCH-row batches, as live sources would send them."""
-    return [po.io.as_stream(pa.RecordBatchReader.from_batches(t.schema, t.to_batches(max_chunksize=LATENCY_BATCH)), i)
+    """The tables as streams of LATENCY_BATCH-row batches, as live sources would send them.
+
+    Each is a table of such batches, read through Arrow's C++ reader: a reader over a Python list
+    (``RecordBatchReader.from_batches``) takes the GIL for every batch, and its contention with the
+    consuming thread, not the engine, then sets the tail (p99 of 5 to 500 ms at 20 inputs, against
+    under 1 ms from tables).
+    """
+    return [po.io.as_stream(pa.Table.from_batches(t.to_batches(max_chunksize=LATENCY_BATCH), t.schema), i)
             for i, t in enumerate(tables)]
 
 
