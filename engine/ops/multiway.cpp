@@ -538,7 +538,9 @@ bool MultiwayAggregate::stop(std::optional<std::chrono::milliseconds> timeout) {
 
 const std::shared_ptr<const Schema>& MultiwayAggregate::schema() const noexcept { return out_->output_schema(); }
 
-std::optional<size_t> MultiwayAggregate::peak_live_arenas() const { return feed_->peak_live_arenas(); }
+std::optional<size_t> MultiwayAggregate::peak_live_arenas() const {
+  return feed_ ? feed_->peak_live_arenas() : std::nullopt;  // WiML has no feed
+}
 
 void MultiwayAggregate::cancel() {
   stopping_.store(true, std::memory_order_release);

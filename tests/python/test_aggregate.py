@@ -214,6 +214,18 @@ def test_unsupported_aggregate_and_unknown_columns():
         po.aggregate(a, time="t", window=po.tumbling(5), aggs={"n": po.count()}, design="nope")
 
 
+@pytest.mark.parametrize("design", po.DESIGNS)
+def test_stats_of_every_design(design):
+    # WiML has no T-Gate: its stats() once dereferenced the missing one and crashed the interpreter.
+    tables = [pa.table({"t": [1, 5, 12], "k": [1, 2, 1]}), pa.table({"t": [2, 11, 13], "k": [2, 2, 1]})]
+    result = po.aggregate(tables, time="t", key="k", window=po.tumbling(10), aggs={"n": po.count()}, design=design)
+    assert result.to_arrow().column("n").to_pylist() == [1, 2, 2, 1]
+    stats = result.stats()
+    assert stats["tuples"] == 6 and stats["window_sets"] == 2
+    has_gate = stats["design"] in ("tumlsc", "sliced", "tumlmc")
+    assert (stats["peak_live_arenas"] is not None) == has_gate
+
+
 # ---- push form ----
 
 def test_live_aggregate_from_threads_equals_batch_result():
