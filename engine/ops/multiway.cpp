@@ -69,7 +69,10 @@ class CompletionLog {
     std::lock_guard lock(in.mutex);
     if (in.entries.empty() || bound > in.entries.back().first) in.entries.emplace_back(bound, at_ns);
   }
-  // When every input's bound had reached `end`, or nullopt while some input's has not.
+  // When every input's bound had reached `end`, or nullopt while some input's has not. Per
+  // input, the earliest stamp of the raises at or past `end`: stamps need not grow with the
+  // bound (a paced push running late is stamped when it was due, which may precede an earlier
+  // heartbeat), and the earliest never understates a latency.
   std::optional<int64_t> completed_at(int64_t end) {
     int64_t at = INT64_MIN;
     for (In& in : inputs_) {
@@ -77,7 +80,9 @@ class CompletionLog {
       auto it = std::lower_bound(in.entries.begin(), in.entries.end(), end,
                                  [](const std::pair<int64_t, int64_t>& e, int64_t v) { return e.first < v; });
       if (it == in.entries.end()) return std::nullopt;
-      at = std::max(at, it->second);
+      int64_t first = it->second;
+      for (; it != in.entries.end(); ++it) first = std::min(first, it->second);
+      at = std::max(at, first);
     }
     return at;
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <tuple>
 
 #include "core/error.h"
 
@@ -42,10 +43,7 @@ WHive::WHive(const Schema& input, const AggregateQuery& query, int64_t batch_siz
 void WHive::locate(Updater& up, int64_t time) const {
   up.gap = window_.first_k(time) > window_.last_k(time);
   up.slice = window_.slice_of(time);
-  const __int128 lo = __int128{window_.offset} + __int128{up.slice} * window_.slice_length();
-  const auto clamp = [](__int128 v) { return static_cast<int64_t>(std::clamp<__int128>(v, INT64_MIN, INT64_MAX)); };
-  up.lo = clamp(lo);  // clamped at the ends of the time line: such tuples locate again, correctly
-  up.hi = clamp(lo + window_.slice_length());
+  std::tie(up.lo, up.hi) = window_.slice_range(up.slice);
 }
 
 bool WHive::update(size_t u, const Batch& batch, int64_t row, int64_t time) {

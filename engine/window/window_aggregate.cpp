@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 #include "core/error.h"
 
@@ -115,14 +116,7 @@ WindowAggregate::WindowSet* WindowAggregate::set_for(int64_t k) {
 void WindowAggregate::enter_slice(int64_t time) {
   advance(time);
   slice_ = window_.slice_of(time);
-  const __int128 lo = __int128{window_.offset} + __int128{slice_} * window_.slice_length();
-  const auto clamp = [](__int128 v) {
-    return static_cast<int64_t>(std::clamp<__int128>(v, INT64_MIN, INT64_MAX));
-  };
-  // At the ends of the time line the clamped range may miss some of the slice: those tuples
-  // enter it again, which is correct, only slower.
-  slice_lo_ = clamp(lo);
-  slice_hi_ = clamp(lo + window_.slice_length());
+  std::tie(slice_lo_, slice_hi_) = window_.slice_range(slice_);
   current_.clear();
   const int64_t kf = window_.first_k(time);
   const int64_t kl = window_.last_k(time);

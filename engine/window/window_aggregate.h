@@ -1,12 +1,14 @@
 #pragma once
 // Window assignment and the window sets of a windowed, grouped aggregate, fed one tuple at a time
 // in the merged order by a single thread (the update and output stages of MQ, MQLF and TuMLSC).
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/batch.h"
@@ -34,6 +36,14 @@ struct WindowSpec {
   int64_t slice_length() const noexcept { return std::gcd(size, advance); }
   int64_t slices_per_window() const noexcept { return size / slice_length(); }
   int64_t slice_of(int64_t t) const noexcept { return floor_div(__int128{t} - offset, slice_length()); }
+  // Slice j's times [lo, hi), clamped to the int64 range. Every time in it lies in the same
+  // windows. (At the ends of the time line the clamp leaves some of the slice's times out; a
+  // caller caching by this range only looks those up again.)
+  std::pair<int64_t, int64_t> slice_range(int64_t j) const noexcept {
+    const __int128 lo = __int128{offset} + __int128{j} * slice_length();
+    const auto clamp = [](__int128 v) { return static_cast<int64_t>(std::clamp<__int128>(v, INT64_MIN, INT64_MAX)); };
+    return {clamp(lo), clamp(lo + slice_length())};
+  }
   int64_t first_slice(int64_t k) const noexcept {
     return static_cast<int64_t>(__int128{k} * (advance / slice_length()));
   }
