@@ -57,8 +57,9 @@ class Signal {
 // When each input's bound (the least time it may still send) rose, for latency measurement: a
 // window set ending at E became complete when the last input's bound reached E. An entry is
 // (bound, steady-clock ns when the push, heartbeat or close that raised it began), appended by
-// the input's producer after that call returns and read by the output thread, hence a mutex
-// per input; it runs only when latencies are recorded. Entries below the earliest end still to
+// the input's producer (before a heartbeat or close, which cannot fail to land; after a push,
+// which may take nothing) and read by the output thread, hence a mutex per input; it runs only
+// when latencies are recorded. Entries below the earliest end still to
 // be looked up are dropped, so a long live run keeps only what it may still ask about.
 class CompletionLog {
  public:
@@ -599,16 +600,14 @@ void MultiwayAggregate::heartbeat(uint32_t input, int64_t time) {
     fail(std::current_exception());
     throw;
   }
-  const int64_t at = now_ns();
+  if (completions_) completions_->raise(input, time, now_ns());
   in_->heartbeat(input, time);
-  if (completions_) completions_->raise(input, time, at);
 }
 
 void MultiwayAggregate::close(uint32_t input) {
   std::lock_guard lock(push_locks_[input]);
-  const int64_t at = now_ns();
+  if (completions_) completions_->raise(input, INT64_MAX, now_ns());
   in_->close(input);
-  if (completions_) completions_->raise(input, INT64_MAX, at);
 }
 
 void MultiwayAggregate::start(std::vector<std::unique_ptr<BatchSource>> inputs) {
@@ -659,9 +658,10 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
         if (!b) {
           p.ended = true;
           sources[m]->reset();  // release the input as soon as it ends
-          const int64_t at = now_ns();
+          // Logged before the close: the output thread may end the run, and look its last window
+          // sets up, as soon as the close lands.
+          if (completions_) completions_->raise(mine[m], INT64_MAX, now_ns());
           in_->close(mine[m]);
-          if (completions_) completions_->raise(mine[m], INT64_MAX, at);
           return;
         }
         if (b->num_rows() == 0) {
@@ -738,9 +738,8 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
         }
         if (!pending[m].ended) {
           const int64_t next = pending[m].times[done[m]];
-          const int64_t beat = completions_ ? now_ns() : 0;
+          if (completions_) completions_->raise(mine[m], next, now_ns());
           in_->heartbeat(mine[m], next);
-          if (completions_) completions_->raise(mine[m], next, beat);
         }
         break;
       }
@@ -845,7 +844,10 @@ void MultiwayAggregate::maybe_check_interrupt(std::chrono::steady_clock::time_po
 
 std::optional<Batch> MultiwayAggregate::next() {
   rethrow_failure();
-  return progress_count_ > 0 ? next_hive() : next_merged();
+  std::optional<Batch> b = progress_count_ > 0 ? next_hive() : next_merged();
+  // The end: every close is logged, so window sets still waiting for their completion resolve.
+  if (!b && completions_) record_latencies(now_ns());
+  return b;
 }
 
 // MQ, MQLF, TuMLSC, sliced: the output thread reads the merged order and updates the windows.

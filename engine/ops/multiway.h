@@ -158,7 +158,7 @@ class MultiwayAggregate : public BatchSource {
   MultiwayStats stats_;
   // Latencies (flush_each_window): the log, the ends of window sets emitted but not yet handed
   // out (filled by out_), and (end, hand-out time) of those whose completion the log does not
-  // show yet (the producer records a raise after making it).
+  // show yet (a producer records a push's raise after making it).
   std::unique_ptr<CompletionLog> completions_;
   std::vector<int64_t> emitted_ends_;
   std::vector<std::pair<int64_t, int64_t>> unresolved_;

@@ -67,3 +67,13 @@ def test_unknown_names_are_rejected():
         bench_aggregate.main(["--queries", "k-OI,x-OI"])
     with pytest.raises(SystemExit):
         bench_aggregate.main(["--peers", "pandas"])
+
+
+@pytest.mark.parametrize("design", ["tumlsc", "wiml"])
+def test_latency_runs_record_one_latency_per_window_set(design):
+    q = bench_aggregate.QUERIES["k-OI"]
+    tables = bench_aggregate.workload(q.dataset, 20_000, 3)
+    window_sets = bench_aggregate.run_engine(tables, q, design, None).column("window_start").unique()
+    for rate in (0.0, 200_000.0):  # unpaced, and paced at 0.2 Mt/s
+        _, lat = bench_aggregate._latency_run(tables, 3, q, design, None, rate)
+        assert lat.size == len(window_sets) and (lat >= 0).all()
