@@ -10,7 +10,46 @@ ColumnBuilder::ColumnBuilder(DataType type) : type_(std::move(type)), width_(typ
   if (type_.layout() == Layout::kOffsets32 || type_.layout() == Layout::kOffsets64) offsets_.push_back(0);
 }
 
+void ColumnBuilder::reserve(int64_t rows) {
+  const auto n = static_cast<size_t>(rows);
+  switch (type_.layout()) {
+    case Layout::kBits:
+      values_.reserve(n / 8 + 2);
+      break;
+    case Layout::kFixed:
+      values_.reserve(n * static_cast<size_t>(width_) + 1);
+      break;
+    default:
+      offsets_.reserve(n + 1);
+      break;
+  }
+}
+
+void ColumnBuilder::mark_valid_n(int64_t n) {
+  if (nulls_ == 0) {
+    size_ += n;
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) mark_valid();
+}
+
+void ColumnBuilder::append_repeat(const void* value, int64_t n) {
+  const size_t w = static_cast<size_t>(width_);
+  uint8_t* at = append_fixed_n(n);
+  if (w == 8) {  // the common case (timestamps, int64, double): a loop the compiler vectorizes
+    uint64_t v;
+    std::memcpy(&v, value, 8);
+    for (int64_t i = 0; i < n; ++i) std::memcpy(at + i * 8, &v, 8);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) std::memcpy(at + static_cast<size_t>(i) * w, value, w);
+}
+
 void ColumnBuilder::append_null() {
+  if (nulls_ == 0) {  // the first null: every earlier value is valid, the bits past them clear
+    validity_.assign(static_cast<size_t>((size_ + 7) / 8), 0xFF);
+    if ((size_ & 7) != 0) validity_.back() = static_cast<uint8_t>((1u << (size_ & 7)) - 1);
+  }
   if ((size_ & 7) == 0) validity_.push_back(0);
   switch (type_.layout()) {
     case Layout::kBits:

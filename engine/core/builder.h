@@ -18,6 +18,10 @@ class ColumnBuilder {
   const DataType& type() const noexcept { return type_; }
   int64_t size() const noexcept { return size_; }
 
+  // Room for `rows` values (and the terminator finish() adds) without reallocating: a builder
+  // that is filled to a known batch size reserves once, so values are written once and not
+  // copied again as the vectors double.
+  void reserve(int64_t rows);
   void append_null();
   // Fixed layout: the low byte_width() bytes of `value` (little-endian), so a caller holding an
   // int64 writes an int32 column by passing the int64's address.
@@ -28,6 +32,16 @@ class ColumnBuilder {
     std::memcpy(values_.data() + at, value, w);
     mark_valid();
   }
+  // Fixed layout: `n` valid values, written by the caller into the n * byte_width() bytes at the
+  // returned pointer (valid until the next append). The bulk path of emitting a window's rows.
+  uint8_t* append_fixed_n(int64_t n) {
+    const size_t at = values_.size();
+    values_.resize(at + static_cast<size_t>(n * width_));
+    mark_valid_n(n);
+    return values_.data() + at;
+  }
+  // Fixed layout: `n` copies of `value`.
+  void append_repeat(const void* value, int64_t n);
   void append_bool(bool value);
   void append_string(std::string_view value);
 
@@ -35,11 +49,16 @@ class ColumnBuilder {
   Column finish(std::vector<std::vector<uint8_t>>& owner);
 
  private:
+  // The validity bitmap exists only once a null was appended (nulls_ > 0): until then every
+  // value is valid and appends do not touch it.
   void mark_valid() {
-    if ((size_ & 7) == 0) validity_.push_back(0);
-    validity_.back() |= static_cast<uint8_t>(1u << (size_ & 7));
+    if (nulls_ > 0) {
+      if ((size_ & 7) == 0) validity_.push_back(0);
+      validity_.back() |= static_cast<uint8_t>(1u << (size_ & 7));
+    }
     ++size_;
   }
+  void mark_valid_n(int64_t n);
 
   DataType type_;
   int width_;

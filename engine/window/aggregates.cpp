@@ -383,4 +383,56 @@ void AggStates::emit(uint32_t slot, ColumnBuilder& out) const {
   }
 }
 
+void AggStates::emit_each(const uint32_t* slots, size_t n, ColumnBuilder& out) const {
+  // The fast paths below write whole runs of valid values; a run with a null result, a string,
+  // a bool or a float32 takes emit() row by row.
+  const auto all_set = [&](bool need_valid) {
+    for (size_t i = 0; i < n; ++i) {
+      const Cell& c = cells_[slots[i]];
+      if (c.n == 0 || (need_valid && !c.valid)) return false;
+    }
+    return true;
+  };
+  const auto write = [&](auto value_of) {
+    uint8_t* at = out.append_fixed_n(static_cast<int64_t>(n));
+    for (size_t i = 0; i < n; ++i) {
+      const auto v = value_of(cells_[slots[i]]);
+      std::memcpy(at + i * sizeof(v), &v, sizeof(v));
+    }
+  };
+  switch (kind_) {
+    case AggKind::kCount:
+      write([](const Cell& c) { return c.n; });
+      return;
+    case AggKind::kSum:
+      if (!all_set(false)) break;
+      if (domain_ == Domain::kFloat) {
+        write([](const Cell& c) { return c.f + c.part; });
+      } else {
+        write([](const Cell& c) { return c.u; });
+      }
+      return;
+    case AggKind::kMean:
+      if (!all_set(false)) break;
+      if (domain_ == Domain::kFloat) {
+        write([](const Cell& c) { return (c.f + c.part) / static_cast<double>(c.n); });
+      } else {
+        write([](const Cell& c) { return static_cast<double>(c.wide) / static_cast<double>(c.n); });
+      }
+      return;
+    default: {
+      const bool first_last = kind_ == AggKind::kFirst || kind_ == AggKind::kLast;
+      if (domain_ == Domain::kString || in_type_.id == TypeId::kBool || in_type_.id == TypeId::kFloat32 ||
+          !all_set(first_last)) {
+        break;
+      }
+      const size_t w = static_cast<size_t>(in_type_.byte_width());
+      uint8_t* at = out.append_fixed_n(static_cast<int64_t>(n));
+      for (size_t i = 0; i < n; ++i) std::memcpy(at + i * w, &cells_[slots[i]].u, w);  // the low bytes
+      return;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) emit(slots[i], out);
+}
+
 }  // namespace pao::window

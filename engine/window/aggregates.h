@@ -69,6 +69,8 @@ class AggStates {
   void merge_all(const AggStates& from, const uint32_t* to, size_t n);
   size_t size() const noexcept { return cells_.size(); }
   void emit(uint32_t slot, ColumnBuilder& out) const;
+  // emit(slots[i], out) for i < n: one dispatch on the function for a window's rows.
+  void emit_each(const uint32_t* slots, size_t n, ColumnBuilder& out) const;
   // True when the result does not depend on the order of the tuples (WiML's requirement):
   // not first or last, and no float sum or mean (floating-point addition does not commute
   // exactly; min and max order floats totally, -0.0 before 0.0).

@@ -1,5 +1,6 @@
 #include "window/keys.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -219,6 +220,68 @@ void KeyTable::append(uint32_t id, std::vector<ColumnBuilder>& builders, size_t 
       append_normalized(b, v);
     }
   }
+}
+
+void KeyTable::append_each(const uint32_t* ids, const uint32_t* order, size_t n,
+                           std::vector<ColumnBuilder>& builders, size_t first) const {
+  if (columns_.empty()) return;
+  const TypeId t = packed_ ? types_[0].id : TypeId::kUtf8;
+  const bool raw = packed_ && null_id_ == kEmpty && t != TypeId::kBool && t != TypeId::kFloat32 &&
+                   t != TypeId::kFloat64;
+  if (!raw) {
+    for (size_t i = 0; i < n; ++i) append(ids[order[i]], builders, first);
+    return;
+  }
+  // An integer or temporal key, never null: the stored values back to the column's width.
+  const int w = width_;
+  const uint64_t bias = is_signed_storage(t) ? uint64_t{1} << (w * 8 - 1) : 0;
+  uint8_t* out = builders[first].append_fixed_n(static_cast<int64_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t v = value_of_[ids[order[i]]] - bias;
+    std::memcpy(out + i * static_cast<size_t>(w), &v, static_cast<size_t>(w));  // little-endian: low bytes
+  }
+}
+
+void KeyTable::sort(const uint32_t* ids, std::vector<uint32_t>& order) {
+  const size_t n = order.size();
+  if (!packed_) {
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return encoded_[ids[a]] < encoded_[ids[b]]; });
+    return;
+  }
+  // The null key sorts last; every other id has its own normalized value (ids are distinct).
+  ranked_.clear();
+  bool null_seen = false;
+  uint32_t null_at = 0;
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (uint32_t p = 0; p < n; ++p) {
+    if (ids[p] == null_id_) {
+      null_seen = true;
+      null_at = p;
+      continue;
+    }
+    const uint64_t v = value_of_[ids[p]];
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    ranked_.push_back({v, p});
+  }
+  const size_t m = ranked_.size();
+  if (m <= 64) {
+    std::sort(ranked_.begin(), ranked_.end(), [](const Ranked& a, const Ranked& b) { return a.value < b.value; });
+  } else {
+    // LSD radix sort on value - lo, one byte per pass, only over the bytes that vary; each pass
+    // scatters stably, so the result is sorted by the whole value.
+    spare_.resize(m);
+    const uint64_t range = hi - lo;
+    for (int shift = 0; shift < 64 && (range >> shift) != 0; shift += 8) {
+      size_t count[257] = {};
+      for (const Ranked& r : ranked_) ++count[((r.value - lo) >> shift & 0xFF) + 1];
+      for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
+      for (const Ranked& r : ranked_) spare_[count[(r.value - lo) >> shift & 0xFF]++] = r;
+      ranked_.swap(spare_);
+    }
+  }
+  for (size_t i = 0; i < m; ++i) order[i] = ranked_[i].position;
+  if (null_seen) order[m] = null_at;
 }
 
 namespace {

@@ -48,6 +48,14 @@ class KeyTable {
   }
   // Appends key `id`'s values to builders[first..first + columns).
   void append(uint32_t id, std::vector<ColumnBuilder>& builders, size_t first) const;
+  // append() of ids[order[i]] for i < n: the bulk path of emitting a window's rows.
+  void append_each(const uint32_t* ids, const uint32_t* order, size_t n, std::vector<ColumnBuilder>& builders,
+                   size_t first) const;
+  // Sorts `order`, the positions 0..order.size() - 1 of `ids` (distinct key ids), into output
+  // order. A packed key is radix-sorted by its normalized value, which costs a few passes over
+  // the positions rather than a comparison sort's n log n indirect loads (a window set of the
+  // song queries has thousands of keys); other keys compare their encodings.
+  void sort(const uint32_t* ids, std::vector<uint32_t>& order);
 
   const std::vector<size_t>& columns() const noexcept { return columns_; }
 
@@ -67,6 +75,11 @@ class KeyTable {
   std::vector<uint32_t> slot_ids_;
   uint32_t null_id_ = UINT32_MAX;
   std::vector<uint64_t> value_of_;  // id -> normalized value
+  struct Ranked {
+    uint64_t value;
+    uint32_t position;
+  };
+  std::vector<Ranked> ranked_, spare_;  // sort()'s buffers
 
   // Encoded path.
   std::string scratch_;

@@ -55,6 +55,7 @@ WindowOutput::WindowOutput(const Schema& input, const AggregateQuery& query, int
   }
   out_schema_ = std::make_shared<const Schema>(std::move(out));
   for (const Field& f : out_schema_->fields) builders_.emplace_back(f.type);
+  reserve_batch();
 }
 
 bool WindowOutput::order_insensitive() const noexcept {
@@ -73,22 +74,34 @@ void WindowOutput::emit(int64_t k, WindowSet& ws) {
   const int64_t start = window_.start(k);
   const int64_t end = window_.end(k);
   if (ends_ != nullptr) ends_->push_back(end);
-  order_.resize(ws.keys.size());
-  for (uint32_t s = 0; s < order_.size(); ++s) order_[s] = s;
-  std::sort(order_.begin(), order_.end(),
-            [&](uint32_t a, uint32_t b) { return keys_.less(ws.keys[a], ws.keys[b]); });
+  const size_t n = ws.keys.size();
+  order_.resize(n);
+  for (uint32_t s = 0; s < n; ++s) order_[s] = s;
+  keys_.sort(ws.keys.data(), order_);
+  // Column by column, in runs that end where a batch fills up.
   const size_t first_agg = 2 + keys_.columns().size();
-  for (uint32_t slot : order_) {
-    builders_[0].append_fixed(&start);
-    builders_[1].append_fixed(&end);
-    keys_.append(ws.keys[slot], builders_, 2);
-    for (size_t a = 0; a < ws.aggs.size(); ++a) ws.aggs[a].emit(slot, builders_[first_agg + a]);
+  for (size_t i = 0; i < n;) {
+    const size_t m = std::min(n - i, static_cast<size_t>(batch_size_ - builders_[0].size()));
+    builders_[0].append_repeat(&start, static_cast<int64_t>(m));
+    builders_[1].append_repeat(&end, static_cast<int64_t>(m));
+    keys_.append_each(ws.keys.data(), order_.data() + i, m, builders_, 2);
+    for (size_t a = 0; a < ws.aggs.size(); ++a) ws.aggs[a].emit_each(order_.data() + i, m, builders_[first_agg + a]);
+    i += m;
     if (builders_[0].size() == batch_size_) cut_batch();
   }
   ws.clear();
 }
 
-void WindowOutput::cut_batch() { ready_.push_back(finish_batch(out_schema_, builders_)); }
+void WindowOutput::cut_batch() {
+  ready_.push_back(finish_batch(out_schema_, builders_));
+  reserve_batch();
+}
+
+// A full batch's room up front (at most 1 Mi rows, for a huge batch_size), so the columns are
+// written once rather than copied as their vectors double.
+void WindowOutput::reserve_batch() {
+  for (ColumnBuilder& b : builders_) b.reserve(std::min<int64_t>(batch_size_, int64_t{1} << 20));
+}
 
 std::optional<Batch> WindowOutput::take(bool flush) {
   if (ready_.empty() && flush && builders_[0].size() > 0) cut_batch();

@@ -125,6 +125,7 @@ class WindowOutput {
 
  private:
   void cut_batch();
+  void reserve_batch();
 
   std::shared_ptr<const Schema> out_schema_;
   std::vector<uint32_t> order_;
