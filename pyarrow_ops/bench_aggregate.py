@@ -10,9 +10,10 @@
    threads): tuples/s of every design of ``po.DESIGNS`` (read at run time; "n/a" where a design rejects the
    query with ValueError/TypeError) and of each peer of pyarrow_ops.peers (Polars, DuckDB, optionally
    Spark) in its fastest formulation (every formulation is timed, the best is shown with its name; all are
-   listed after the table), then the best design's rate over the best peer's. Every design's table must equal the first design's exactly
-   (docs/semantics.md); every peer formulation's table must equal it too, floating-point columns within a
-   relative 1e-9 (peers add floats in another order).
+   listed after the table), then the best design's rate over the best peer's, and (with ``auto`` among
+   the designs) ``auto``'s rate over the best peer's and the design it chose ("chosen"). Every design's table must
+   equal the first design's exactly (docs/semantics.md); every peer formulation's table must equal it
+   too, floating-point columns within a relative 1e-9 (peers add floats in another order).
 3. Emission latency, p50 and p99, of each ``--latency-designs`` design (default: the first of
    ``--designs``) on k-OS: from the moment a window set is complete (the last input to get past its end
    handed the engine a tuple, heartbeat or close there; ``MultiwayStats::latencies_ns``) to the hand-out
@@ -114,9 +115,14 @@ def _engine_aggs(q: Query) -> dict:
     return {q.function: getattr(po, q.function)(q.column) if q.column else po.count()}
 
 
-def run_engine(tables, q: Query, design: str, threads: int | None) -> pa.Table:
-    return po.aggregate(tables, time="time", key=q.key, window=po.sliding(q.size_ms, q.advance_ms),
-                        aggs=_engine_aggs(q), design=design, threads=threads).to_arrow()
+def run_engine(tables, q: Query, design: str, threads: int | None, chosen: dict | None = None) -> pa.Table:
+    """The engine's table; ``chosen["design"]`` gets the design the run used (what ``auto`` picked)."""
+    run = po.aggregate(tables, time="time", key=q.key, window=po.sliding(q.size_ms, q.advance_ms),
+                       aggs=_engine_aggs(q), design=design, threads=threads)
+    out = run.to_arrow()
+    if chosen is not None:
+        chosen["design"] = run.stats()["design"]
+    return out
 
 
 def run_peer(peer: str, tables, q: Query, formulation: str, spark=None) -> pa.Table:
@@ -159,6 +165,8 @@ def query_table(rows: int, inputs: list[int], repeat: int, *, designs: list[str]
           "peers: best formulation)")
     header = f"{'query':>5} {'window':>7} {'inputs':>6} {'threads':>7} " + " ".join(f"{d:>7}" for d in designs)
     header += "".join(f" {p:>15}" for p in peer_names) + f" {'best/peer':>9}"
+    if "auto" in designs:
+        header += f" {'auto/peer':>9} {'chosen':>7}"
     print(header)
     results, formulations = {}, []
     for qid in queries:
@@ -166,7 +174,9 @@ def query_table(rows: int, inputs: list[int], repeat: int, *, designs: list[str]
         for k in inputs:
             tables = workload(q.dataset, rows, k)
             n = sum(t.num_rows for t in tables)
-            runs = {("engine", t, d): (lambda t=t, d=d: run_engine(tables, q, d, t)) for t in threads for d in designs}
+            chosen = {t: {} for t in threads}  # threads -> {"design": what auto ran}
+            runs = {("engine", t, d): (lambda t=t, d=d: run_engine(tables, q, d, t, chosen[t] if d == "auto" else None))
+                    for t in threads for d in designs}
             runs.update({("peer", p, f): (lambda p=p, f=f: run_peer(p, tables, q, f, spark))
                          for p in peer_names for f in PEERS[p][1]})
             best: dict[tuple, float | None] = {}
@@ -216,7 +226,12 @@ def query_table(rows: int, inputs: list[int], repeat: int, *, designs: list[str]
                 line = f"{qid:>5} {window:>7} {k:>6} {t or 'auto':>7} "
                 line += " ".join(_cell(engine_rates[t][d]) for d in designs)
                 line += "".join(f" {_cell(peer_rates[p][0])} {peer_rates[p][1]:<7}" for p in peer_names)
-                print(line + f" {ratio}", flush=True)
+                line += f" {ratio}"
+                if "auto" in designs:
+                    auto = engine_rates[t]["auto"]
+                    line += f" {auto / best_peer:>9.2f}" if auto and best_peer else f" {'-':>9}"
+                    line += f" {chosen[t].get('design', '-'):>7}"
+                print(line, flush=True)
     if formulations:
         print("\nPeer formulations (every one checked against the engine's table)")
         print(f"{'query':>5} {'inputs':>6} {'peer':>7} {'formulation':>11} {'seconds':>8} {'Mt/s':>7}")

@@ -25,14 +25,15 @@ def test_smoke_run_prints_every_query_design_and_peer():
     header = next(line for line in lines if line.split()[:4] == ["query", "window", "inputs", "threads"])
     import pyarrow_ops as po
 
-    assert header.split()[4:] == [*po.DESIGNS, "polars", "duckdb", "best/peer"]
+    assert header.split()[4:] == [*po.DESIGNS, "polars", "duckdb", "best/peer", "auto/peer", "chosen"]
     rows = _section(lines, header)
     assert [(r[0], r[1], r[2]) for r in rows] == [
         (q, f"{spec.size_ms // 1000}s/{spec.advance_ms // 1000}s", k)
         for q, spec in bench_aggregate.QUERIES.items() for k in ("1", "4")
     ]
     assert all(r[3] == "auto" for r in rows)
-    assert all(float(r[-1]) > 0 for r in rows)  # best design / best peer
+    assert all(float(r[-3]) > 0 and float(r[-2]) > 0 for r in rows)  # best design, auto / best peer
+    assert all(r[-1] in po.DESIGNS and r[-1] != "auto" for r in rows)  # the design auto ran
     formulations = _section(lines, next(line for line in lines if line.split()[:3] == ["query", "inputs", "peer"]))
     assert len(formulations) == len(rows) * 4  # two peers, two formulations each
     latency = lines[lines.index(next(line for line in lines if line.startswith("Emission latency"))) + 2:]
