@@ -108,8 +108,7 @@ KeyTable::KeyTable(const Schema& schema, std::vector<size_t> columns) : columns_
             types_[0].layout() != Layout::kOffsets64;
   if (packed_) {
     width_ = normalized_bytes(types_[0]);
-    slots_.assign(1024, 0);
-    slot_ids_.assign(1024, kEmpty);
+    slots_.assign(1024, Entry{0, kEmpty});
   }
 }
 
@@ -128,25 +127,22 @@ uint32_t KeyTable::packed_id(const Column& c, int64_t row) {
   size_t mask = slots_.size() - 1;
   size_t s = static_cast<size_t>((v * 0x9E3779B97F4A7C15ULL) >> 20) & mask;
   for (;;) {
-    if (slot_ids_[s] == kEmpty) break;
-    if (slots_[s] == v) return slot_ids_[s];
+    const Entry& e = slots_[s];
+    if (e.id == kEmpty) break;
+    if (e.value == v) return e.id;
     s = (s + 1) & mask;
   }
   const uint32_t id = add_packed(v);
-  slots_[s] = v;
-  slot_ids_[s] = id;
+  slots_[s] = {v, id};
   if (count_ * 2 > slots_.size()) {  // grow at half full: probes stay short
-    std::vector<uint64_t> old_slots(slots_.size() * 2, 0);
-    std::vector<uint32_t> old_ids(slots_.size() * 2, kEmpty);
-    old_slots.swap(slots_);
-    old_ids.swap(slot_ids_);
+    std::vector<Entry> old(slots_.size() * 2, Entry{0, kEmpty});
+    old.swap(slots_);
     mask = slots_.size() - 1;
-    for (size_t i = 0; i < old_ids.size(); ++i) {
-      if (old_ids[i] == kEmpty) continue;
-      size_t t = static_cast<size_t>((old_slots[i] * 0x9E3779B97F4A7C15ULL) >> 20) & mask;
-      while (slot_ids_[t] != kEmpty) t = (t + 1) & mask;
-      slots_[t] = old_slots[i];
-      slot_ids_[t] = old_ids[i];
+    for (const Entry& e : old) {
+      if (e.id == kEmpty) continue;
+      size_t t = static_cast<size_t>((e.value * 0x9E3779B97F4A7C15ULL) >> 20) & mask;
+      while (slots_[t].id != kEmpty) t = (t + 1) & mask;
+      slots_[t] = e;
     }
   }
   return id;

@@ -71,8 +71,12 @@ class KeyTable {
   // Packed path: a flat table of normalized values; the null key, if seen, is null_id_.
   bool packed_ = false;
   int width_ = 0;
-  std::vector<uint64_t> slots_;  // open addressing: normalized value, or kEmpty
-  std::vector<uint32_t> slot_ids_;
+  // Open addressing; a value and its id side by side, so a probe touches one cache line.
+  struct Entry {
+    uint64_t value;
+    uint32_t id;  // kEmpty: a free entry
+  };
+  std::vector<Entry> slots_;
   uint32_t null_id_ = UINT32_MAX;
   std::vector<uint64_t> value_of_;  // id -> normalized value
   struct Ranked {
