@@ -380,28 +380,38 @@ class QueueFeed final : public Feed {
 // publishes its input's progress. An input's progress P (release store after the updates) says
 // that every tuple of the input before P has been applied; the output thread's watermark is the
 // least progress over the inputs.
+//
+// Each tuple is applied with its Position (time, input, position in the input), so first and
+// last keep the tuple the merged order would have kept. position_[input] counts the input's
+// applied rows; only the thread pushing the input touches it, and one thread at a time does (a
+// producer owns its inputs; push() holds the input's push lock, whose release and acquire order
+// successive pushers).
 class HiveIntake final : public Intake {
  public:
-  HiveIntake(window::WHive& hive, MultiwayAggregate::Progress* progress, Signal& signal,
+  HiveIntake(window::WHive& hive, MultiwayAggregate::Progress* progress, size_t inputs, Signal& signal,
              const std::atomic<bool>& stopping)
-      : hive_(hive), progress_(progress), signal_(signal), stopping_(stopping) {}
+      : hive_(hive), progress_(progress), position_(inputs, 0), signal_(signal), stopping_(stopping) {}
 
   int64_t push(size_t slot, uint32_t input, const Batch& b, const int64_t* t, bool wait) override {
     const int64_t n = b.num_rows();
+    int64_t& position = position_[input];
+    const int64_t base = position;  // rows [0, r) of this batch are applied and counted
     int64_t r = 0;
     while (r < n) {
-      if (hive_.update(slot, b, r, t[r])) {
+      if (hive_.update(slot, b, r, window::Position::of(t[r], input, base + r))) {
         ++r;
         continue;
       }
       // The slice's slot is busy until slower inputs let the output thread emit it: publish
       // what is done (so this input never holds the watermark back) and let the caller feed
       // another input, or wait here.
-      publish(input, t[r], r);
+      publish(input, t[r], base + r - position);
+      position = base + r;
       if (!wait || stopping_.load(std::memory_order_acquire)) return r;
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
-    if (n > 0) publish(input, t[n - 1], n);
+    if (n > 0) publish(input, t[n - 1], base + n - position);
+    position = base + n;
     return n;
   }
   void heartbeat(uint32_t input, int64_t time) override { publish(input, time, 0); }
@@ -420,6 +430,7 @@ class HiveIntake final : public Intake {
 
   window::WHive& hive_;
   MultiwayAggregate::Progress* progress_;
+  std::vector<int64_t> position_;  // per input: rows applied (see the class comment)
   Signal& signal_;
   const std::atomic<bool>& stopping_;
 };
@@ -506,7 +517,7 @@ MultiwayAggregate::MultiwayAggregate(std::shared_ptr<const Schema> input_schema,
   if (hive_) out_ = hive_.get();
   if (progress_count_ > 0) progress_ = std::make_unique<Progress[]>(progress_count_);
   if (options_.design == Design::kWiML) {
-    intake_ = std::make_unique<HiveIntake>(*hive_, progress_.get(), *signal_, stopping_);
+    intake_ = std::make_unique<HiveIntake>(*hive_, progress_.get(), inputs_, *signal_, stopping_);
     in_ = intake_.get();
   } else {
     in_ = feed_.get();
@@ -779,7 +790,8 @@ void MultiwayAggregate::update_loop(size_t u) {
       switch (r.state) {
         case State::kTuple:
           publish(r.tuple.time);
-          while (!hive_->update(u, *r.tuple.batch, r.tuple.row, r.tuple.time)) {
+          // The merged order: equal Positions, first and last keep the order of application.
+          while (!hive_->update(u, *r.tuple.batch, r.tuple.row, window::Position{r.tuple.time, 0})) {
             if (stopping_.load(std::memory_order_acquire)) return;
             std::this_thread::yield();
           }
@@ -875,7 +887,7 @@ std::optional<Batch> MultiwayAggregate::next_merged() {
         } else {
           hive_->emit(r.tuple.time);
           // Never busy: emit(t) released every slice whose windows end at or before t.
-          hive_->update(0, *r.tuple.batch, r.tuple.row, r.tuple.time);
+          hive_->update(0, *r.tuple.batch, r.tuple.row, window::Position{r.tuple.time, 0});
         }
         if ((stats_.tuples & 4095) == 0) maybe_check_interrupt(last_check);
         break;

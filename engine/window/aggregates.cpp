@@ -133,7 +133,6 @@ Value AggStates::read(const Batch& batch, int64_t row) const {
 }
 
 bool AggStates::order_insensitive() const noexcept {
-  if (order_sensitive(kind_)) return false;
   return !((kind_ == AggKind::kSum || kind_ == AggKind::kMean) && domain_ == Domain::kFloat);
 }
 
@@ -168,15 +167,15 @@ bool AggStates::better(const Value& v, const Cell& c) const noexcept {
 // slices' sums in slice order, each summed in the merged order: the same additions, in the same
 // order, whether the windows are updated tuple by tuple or combined from slices.
 void AggStates::fold_float(Cell& c, double part, int64_t slice) const noexcept {
-  if (c.slice != slice) {
-    c.f += c.part;
-    c.part = 0.0;
-    c.slice = slice;
+  if (c.sum.slice != slice) {
+    c.f += c.sum.part;
+    c.sum.part = 0.0;
+    c.sum.slice = slice;
   }
-  c.part += part;
+  c.sum.part += part;
 }
 
-void AggStates::update(uint32_t slot, const Value& v, int64_t slice) {
+void AggStates::update(uint32_t slot, const Value& v, int64_t slice, Position at) {
   Cell& c = cells_[slot];
   switch (kind_) {
     case AggKind::kCount:
@@ -208,19 +207,19 @@ void AggStates::update(uint32_t slot, const Value& v, int64_t slice) {
       if (c.n++ == 0 || better(v, c)) c.u = v.u;
       return;
     case AggKind::kFirst:
-      if (c.n != 0) return;
-      [[fallthrough]];
     case AggKind::kLast:
+      if (c.n != 0 && (kind_ == AggKind::kFirst ? !(at < c.at) : at < c.at)) return;
       c.n = 1;
       c.valid = v.valid;
       c.u = v.u;
+      c.at = at;
       if (domain_ == Domain::kString) strings_[slot].assign(v.s);
       return;
   }
 }
 
 void AggStates::update_each(AggStates* const* states, const uint32_t* slots, size_t n, const Value& v,
-                            int64_t slice) {
+                            int64_t slice, Position at) {
   if (n == 0) return;
   const AggStates& f = *states[0];
   switch (f.kind_) {
@@ -233,19 +232,22 @@ void AggStates::update_each(AggStates* const* states, const uint32_t* slots, siz
       if (f.domain_ == Domain::kString) break;
       for (size_t i = 0; i < n; ++i) {
         Cell& c = states[i]->cells_[slots[i]];
-        if (c.n != 0) continue;
+        if (c.n != 0 && !(at < c.at)) continue;
         c.n = 1;
         c.valid = v.valid;
         c.u = v.u;
+        c.at = at;
       }
       return;
     case AggKind::kLast:
       if (f.domain_ == Domain::kString) break;
       for (size_t i = 0; i < n; ++i) {
         Cell& c = states[i]->cells_[slots[i]];
+        if (c.n != 0 && at < c.at) continue;
         c.n = 1;
         c.valid = v.valid;
         c.u = v.u;
+        c.at = at;
       }
       return;
     case AggKind::kMin:
@@ -259,7 +261,7 @@ void AggStates::update_each(AggStates* const* states, const uint32_t* slots, siz
     default:
       break;
   }
-  for (size_t i = 0; i < n; ++i) states[i]->update(slots[i], v, slice);
+  for (size_t i = 0; i < n; ++i) states[i]->update(slots[i], v, slice, at);
 }
 
 void AggStates::merge(uint32_t slot, const AggStates& from, uint32_t from_slot) {
@@ -279,7 +281,7 @@ void AggStates::merge(uint32_t slot, const AggStates& from, uint32_t from_slot) 
       if (c.n == 0) return take();
       c.n += o.n;
       if (domain_ == Domain::kFloat) {
-        fold_float(c, o.part, o.slice);  // o.f is 0.0: `from` holds one slice
+        fold_float(c, o.sum.part, o.sum.slice);  // o.f is 0.0: `from` holds one slice
       } else if (kind_ == AggKind::kSum) {
         c.u += o.u;
       } else {
@@ -297,10 +299,10 @@ void AggStates::merge(uint32_t slot, const AggStates& from, uint32_t from_slot) 
       return;
     }
     case AggKind::kFirst:
-      if (c.n == 0 && o.n != 0) take();
+      if (o.n != 0 && (c.n == 0 || o.at < c.at)) take();
       return;
     case AggKind::kLast:
-      if (o.n != 0) take();
+      if (o.n != 0 && (c.n == 0 || !(o.at < c.at))) take();
       return;
   }
 }
@@ -320,7 +322,7 @@ void AggStates::merge_all(const AggStates& from, const uint32_t* to, size_t n) {
         continue;
       }
       c.n += o.n;
-      fold_float(c, o.part, o.slice);
+      fold_float(c, o.sum.part, o.sum.slice);
     }
     return;
   }
@@ -337,7 +339,7 @@ void AggStates::emit(uint32_t slot, ColumnBuilder& out) const {
       if (c.n == 0) {
         out.append_null();
       } else if (domain_ == Domain::kFloat) {
-        const double sum = c.f + c.part;
+        const double sum = c.f + c.sum.part;
         out.append_fixed(&sum);
       } else {
         out.append_fixed(&c.u);
@@ -348,7 +350,7 @@ void AggStates::emit(uint32_t slot, ColumnBuilder& out) const {
         out.append_null();
         return;
       }
-      const double mean = domain_ == Domain::kFloat ? (c.f + c.part) / static_cast<double>(c.n)
+      const double mean = domain_ == Domain::kFloat ? (c.f + c.sum.part) / static_cast<double>(c.n)
                                                     : static_cast<double>(c.wide) / static_cast<double>(c.n);
       out.append_fixed(&mean);
       return;
@@ -407,7 +409,7 @@ void AggStates::emit_each(const uint32_t* slots, size_t n, ColumnBuilder& out) c
     case AggKind::kSum:
       if (!all_set(false)) break;
       if (domain_ == Domain::kFloat) {
-        write([](const Cell& c) { return c.f + c.part; });
+        write([](const Cell& c) { return c.f + c.sum.part; });
       } else {
         write([](const Cell& c) { return c.u; });
       }
@@ -415,7 +417,7 @@ void AggStates::emit_each(const uint32_t* slots, size_t n, ColumnBuilder& out) c
     case AggKind::kMean:
       if (!all_set(false)) break;
       if (domain_ == Domain::kFloat) {
-        write([](const Cell& c) { return (c.f + c.part) / static_cast<double>(c.n); });
+        write([](const Cell& c) { return (c.f + c.sum.part) / static_cast<double>(c.n); });
       } else {
         write([](const Cell& c) { return static_cast<double>(c.wide) / static_cast<double>(c.n); });
       }

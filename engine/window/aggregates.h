@@ -36,6 +36,22 @@ struct Value {
   Value() : i(0) {}
 };
 
+// A tuple's place in the merged order, (time, input index, position in its input), packed as
+// (time, input << 40 | position). first and last keep the value of the least / greatest
+// Position they were given, so their result does not depend on the order in which tuples are
+// applied: WiML applies them unmerged, each producer its own inputs. Callers that apply tuples
+// in the merged order may pass equal Positions (the default): a tie goes to the tuple applied
+// first (first) or last (last), which is then the merged order.
+struct Position {
+  int64_t time = 0;
+  uint64_t seq = 0;
+  static constexpr int kPositionBits = 40;  // rows per input before seq's input part is reached
+  static Position of(int64_t time, uint32_t input, int64_t position) noexcept {
+    return {time, (static_cast<uint64_t>(input) << kPositionBits) | static_cast<uint64_t>(position)};
+  }
+  bool operator<(const Position& o) const noexcept { return time < o.time || (time == o.time && seq < o.seq); }
+};
+
 // The states of one aggregate over the slots (keys) of one window set.
 class AggStates {
  public:
@@ -56,13 +72,15 @@ class AggStates {
   // One tuple's value. `slice` is the tuple's slice (WindowSpec::slice_of): float sums add the
   // values of one slice in the merged order, then the slices' sums in slice order, so every
   // design (sliced or not, any thread count) rounds identically (docs/semantics.md).
-  void update(uint32_t slot, const Value& v, int64_t slice);
-  // update(slots[i], v, slice) on *states[i] for i < n, states of one aggregate (the windows a
+  // `at` is the tuple's Position (first and last only).
+  void update(uint32_t slot, const Value& v, int64_t slice, Position at = {});
+  // update(slots[i], v, slice, at) on *states[i] for i < n, states of one aggregate (the windows a
   // tuple falls in): one dispatch on the function for all of them.
   static void update_each(AggStates* const* states, const uint32_t* slots, size_t n, const Value& v,
-                          int64_t slice);
-  // Folds `from`'s state at `from_slot` into `slot`, as if its tuples came after this slot's.
-  // For float sums `from` holds a single slice, as every slice of the sliced designs does.
+                          int64_t slice, Position at = {});
+  // Folds `from`'s state at `from_slot` into `slot`, as if its tuples came after this slot's
+  // (first and last: unless their Positions say otherwise). For float sums `from` holds a single
+  // slice, as every slice of the sliced designs does.
   void merge(uint32_t slot, const AggStates& from, uint32_t from_slot);
   // merge(to[i], from, i) for the slots i < n of `from`: one dispatch for the whole table (the
   // inner loop of combining slices into windows).
@@ -71,9 +89,10 @@ class AggStates {
   void emit(uint32_t slot, ColumnBuilder& out) const;
   // emit(slots[i], out) for i < n: one dispatch on the function for a window's rows.
   void emit_each(const uint32_t* slots, size_t n, ColumnBuilder& out) const;
-  // True when the result does not depend on the order of the tuples (WiML's requirement):
-  // not first or last, and no float sum or mean (floating-point addition does not commute
-  // exactly; min and max order floats totally, -0.0 before 0.0).
+  // True when the result does not depend on the order in which tuples are applied (WiML's
+  // requirement): every function but a float sum or mean (floating-point addition does not
+  // commute exactly). min and max order floats totally (-0.0 before 0.0); first and last compare
+  // Positions.
   bool order_insensitive() const noexcept;
 
  private:
@@ -87,10 +106,15 @@ class AggStates {
       double f;       // float sum, mean: the sum of the slices before `slice`
       __int128 wide;  // exact integer sum for mean
     };
-    double part;    // float sum, mean: the sum of slice `slice`'s values so far
-    int64_t slice;  // float sum, mean: the slice `part` belongs to
+    union {
+      struct {
+        double part;    // the sum of slice `slice`'s values so far
+        int64_t slice;  // the slice `part` belongs to
+      } sum;            // float sum, mean
+      Position at;      // first, last: the kept tuple's
+    };
   };
-  static constexpr Cell kFresh{0, false, {0}, 0.0, INT64_MIN};
+  static constexpr Cell kFresh{0, false, {0}, {{0.0, INT64_MIN}}};
 
   void fold_float(Cell& c, double part, int64_t slice) const noexcept;
   bool better(const Value& v, const Cell& c) const noexcept;

@@ -24,9 +24,9 @@ WHive::WHive(const Schema& input, const AggregateQuery& query, int64_t batch_siz
   if (mode_ == HiveMode::kShared && !order_insensitive()) {
     throw Error(ErrorKind::kInvalidInput,
                 "design 'wiml' updates windows in arrival order, so it takes only aggregates whose "
-                "result does not depend on the order: count, min, max, and sum and mean of integer "
-                "columns (first, last and float sums and means need the merged order: use 'tumlmc' "
-                "or 'sliced')");
+                "result does not depend on the order: count, min, max, first, last, and sum and mean "
+                "of integer columns (float sums and means add in the merged order: use 'tumlmc' or "
+                "'sliced')");
   }
   // More than span_ + 1 slots (deadlock freedom, whive.h); twice that, so that producers running
   // ahead of the slowest input rarely find their slot busy.
@@ -46,9 +46,9 @@ void WHive::locate(Updater& up, int64_t time) const {
   std::tie(up.lo, up.hi) = window_.slice_range(up.slice);
 }
 
-bool WHive::update(size_t u, const Batch& batch, int64_t row, int64_t time) {
+bool WHive::update(size_t u, const Batch& batch, int64_t row, Position at) {
   Updater& up = updaters_[u];
-  if (time < up.lo || time >= up.hi) locate(up, time);
+  if (at.time < up.lo || at.time >= up.hi) locate(up, at.time);
   if (up.gap) return true;  // in a gap between windows
   uint32_t own = 0;
   if (mode_ != HiveMode::kSingle) {
@@ -81,7 +81,7 @@ bool WHive::update(size_t u, const Batch& batch, int64_t row, int64_t time) {
   WindowSet& ws = s.shards[u];
   const uint32_t slot = ws.slot(key, prototypes_);
   read_values(batch, row, up.values);
-  for (size_t a = 0; a < ws.aggs.size(); ++a) ws.aggs[a].update(slot, up.values[a], j);
+  for (size_t a = 0; a < ws.aggs.size(); ++a) ws.aggs[a].update(slot, up.values[a], j, at);
   return true;
 }
 

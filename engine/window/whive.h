@@ -62,9 +62,10 @@ class WHive : public WindowOutput {
   // `updaters`: the threads that may call update() concurrently, each with its own index.
   WHive(const Schema& input, const AggregateQuery& query, int64_t batch_size, size_t updaters, HiveMode mode);
 
-  // Applies one tuple (updater `u`, time `time`) to its slice. False, with nothing done, when
-  // the slice's slot still holds an older slice: retry once the watermark has moved.
-  bool update(size_t u, const Batch& batch, int64_t row, int64_t time);
+  // Applies one tuple (updater `u`, at `at`: its time and, for WiML, its place in the merged
+  // order, which first and last compare) to its slice. False, with nothing done, when the
+  // slice's slot still holds an older slice: retry once the watermark has moved.
+  bool update(size_t u, const Batch& batch, int64_t row, Position at);
 
   // Output thread: emits, in order, every window ending at or before `watermark` (no tuple
   // earlier than it will be applied any more). INT64_MAX: every window.

@@ -137,20 +137,28 @@ TEST(sliced_single_thread_equals_unsliced) {
     WHive hive(*tkv_schema(), q, 7, 1, HiveMode::kSingle);
     for (const auto& [t, i, r] : merged(in)) {
       hive.emit(t);
-      CHECK(hive.update(0, in.batches[i], r, t));
+      CHECK(hive.update(0, in.batches[i], r, window::Position{t, 0}));
     }
     hive.emit(INT64_MAX);
     CHECK(drain(hive) == unsliced(in, q));
   }
 }
 
-TEST(wiml_rejects_order_sensitive_aggregates) {
-  CHECK_THROWS_WITH(WHive(*tkv_schema(), query(10, 3, 0, true), 7, 2, HiveMode::kShared), ErrorKind::kInvalidInput,
+// Float sums add in the merged order, which WiML does not have; first and last compare Positions.
+TEST(wiml_rejects_float_sums_and_takes_first_and_last) {
+  using testing::type;
+  const auto floats = testing::schema({{"t", type(TypeId::kInt64), false},
+                                       {"k", type(TypeId::kInt64), false},
+                                       {"v", type(TypeId::kFloat64), false}});
+  CHECK_THROWS_WITH(WHive(*floats, query(10, 3, 0, false), 7, 2, HiveMode::kShared), ErrorKind::kInvalidInput,
                     "design 'wiml'");
+  WHive takes(*tkv_schema(), query(10, 3, 0, true), 7, 2, HiveMode::kShared);
+  CHECK(takes.order_insensitive());
 }
 
 // Shared keys (WiML): each updater owns some inputs and applies them in its own order, publishing
-// each input's progress; the output thread emits concurrently at the least progress.
+// each input's progress; the output thread emits concurrently at the least progress. first and
+// last must still keep the merged order's tuple: each update carries its Position.
 TEST(stress_shared_updaters_race_the_output_thread) {
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     std::mt19937_64 rng(seed);
@@ -158,7 +166,7 @@ TEST(stress_shared_updaters_race_the_output_thread) {
     const size_t updaters = 1 + seed % 3;
     const int64_t size = 2 + static_cast<int64_t>(seed % 9), advance = 1 + static_cast<int64_t>(seed % 4);
     const Inputs in = random_inputs(rng, inputs, 3000, 40);
-    const AggregateQuery q = query(size, advance, 0, false);
+    const AggregateQuery q = query(size, advance, 0, true);
     WHive hive(*tkv_schema(), q, 64, updaters, HiveMode::kShared);
     std::vector<std::atomic<int64_t>> progress(inputs);
     for (auto& p : progress) p.store(INT64_MIN);
@@ -172,7 +180,8 @@ TEST(stress_shared_updaters_race_the_output_thread) {
             const auto n = static_cast<int64_t>(in.times[i].size());
             for (int step = 0; step < 1 + static_cast<int>(i % 7) && next[i] < n; ++step) {
               const int64_t t = in.times[i][next[i]];
-              if (!hive.update(u, in.batches[i], next[i], t)) {
+              const auto at = window::Position::of(t, static_cast<uint32_t>(i), next[i]);
+              if (!hive.update(u, in.batches[i], next[i], at)) {
                 progress[i].store(t, std::memory_order_release);  // busy: let the output catch up
                 break;
               }
@@ -214,7 +223,7 @@ TEST(stress_partitioned_updaters_race_the_output_thread) {
       threads.emplace_back([&, u] {
         for (const auto& [t, i, r] : order) {
           progress[u].store(t, std::memory_order_release);
-          while (!hive.update(u, in.batches[i], r, t)) std::this_thread::yield();
+          while (!hive.update(u, in.batches[i], r, window::Position{t, 0})) std::this_thread::yield();
         }
         progress[u].store(INT64_MAX, std::memory_order_release);
       });
