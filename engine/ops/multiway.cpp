@@ -449,14 +449,14 @@ const char* design_name(Design d) noexcept {
   return "?";
 }
 
-Design choose_design(const Schema& input, const window::AggregateQuery& query, size_t inputs, size_t threads,
-                     bool pushed) {
+Design choose_design(const Schema& input, const window::AggregateQuery& query, bool pushed) {
   const window::WindowOutput probe(input, query, 1);
   if (query.window.slices_per_window() > window::WHive::kMaxSlicesPerWindow) return Design::kTuMLSC;
-  if (threads == 0) threads = std::max<size_t>(1, std::min<size_t>(inputs, std::thread::hardware_concurrency()));
-  // Not for the push form: WiML applies a push at once, so a push can wait for the consumer
-  // from the start, where the T-Gate buffers up to its back-pressure bound first.
-  if (!pushed && probe.order_insensitive() && std::min(threads, inputs) >= 2) return Design::kWiML;
+  // WiML whatever the number of inputs and producer threads: with no merge, its producer and
+  // output threads run side by side, and it measured faster than `sliced` with one producer too
+  // (docs/aggregate.md). Not for the push form: WiML applies a push at once, so a push can wait
+  // for the consumer from the start, where the T-Gate buffers up to its back-pressure bound first.
+  if (!pushed && probe.order_insensitive()) return Design::kWiML;
   return Design::kSliced;
 }
 

@@ -39,8 +39,7 @@ const char* design_name(Design d) noexcept;
 // design="auto": the design expected fastest for the query on this machine (docs/aggregate.md
 // gives the rule and the measurements behind it).
 // `pushed`: the push form (user threads produce).
-Design choose_design(const Schema& input, const window::AggregateQuery& query, size_t inputs, size_t threads,
-                     bool pushed);
+Design choose_design(const Schema& input, const window::AggregateQuery& query, bool pushed);
 
 struct MultiwayOptions {
   window::AggregateQuery query;
