@@ -229,27 +229,19 @@ void AggStates::update_each(AggStates* const* states, const uint32_t* slots, siz
       return;
     }
     case AggKind::kFirst:
+    case AggKind::kLast: {
       if (f.domain_ == Domain::kString) break;
+      const bool first = f.kind_ == AggKind::kFirst;
       for (size_t i = 0; i < n; ++i) {
         Cell& c = states[i]->cells_[slots[i]];
-        if (c.n != 0 && !(at < c.at)) continue;
+        if (c.n != 0 && (first ? !(at < c.at) : at < c.at)) continue;  // as update()
         c.n = 1;
         c.valid = v.valid;
         c.u = v.u;
         c.at = at;
       }
       return;
-    case AggKind::kLast:
-      if (f.domain_ == Domain::kString) break;
-      for (size_t i = 0; i < n; ++i) {
-        Cell& c = states[i]->cells_[slots[i]];
-        if (c.n != 0 && at < c.at) continue;
-        c.n = 1;
-        c.valid = v.valid;
-        c.u = v.u;
-        c.at = at;
-      }
-      return;
+    }
     case AggKind::kMin:
     case AggKind::kMax:
       if (!v.valid) return;
