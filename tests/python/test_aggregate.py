@@ -259,6 +259,39 @@ def test_live_aggregate_from_threads_equals_batch_result():
     assert stats["tuples"] == 8000 and len(stats["latencies_ns"]) == stats["window_sets"] > 0
 
 
+def test_live_wiml_push_waiting_on_a_busy_slice_counts_its_rows_once_and_keeps_first_and_last():
+    # Input 0 runs 200 slices ahead of input 1, so its push finds a slice's slot still held by an
+    # older slice and waits there until input 1 lets the output thread emit. The rows applied
+    # before such a wait were once counted twice in stats()["tuples"]. The inputs tie on every
+    # time, so first and last also check the positions counted across the waits.
+    n = 400
+    a = pa.table({"t": np.arange(n, dtype=np.int64), "k": np.arange(n) % 3, "v": np.arange(n, dtype=np.int64)})
+    b = a.set_column(2, "v", pa.array(-np.arange(n, dtype=np.int64)))
+    aggs = {"n": po.count(), "f": po.first("v"), "l": po.last("v")}
+    want = po.aggregate([a, b], time="t", key="k", window=po.tumbling(2), aggs=aggs, design="sliced").to_arrow()
+    live = po.live_aggregate(a.schema, inputs=2, time="t", key="k", window=po.tumbling(2), aggs=aggs,
+                             design="wiml")
+
+    def ahead():
+        live.push(0, a.to_batches()[0])
+        live.close(0)
+
+    def behind():
+        time.sleep(0.2)
+        for batch in b.to_batches(max_chunksize=10):
+            live.push(1, batch)
+        live.close(1)
+
+    threads = [threading.Thread(target=ahead), threading.Thread(target=behind)]
+    for t in threads:
+        t.start()
+    got = pa.Table.from_batches(list(live), want.schema)
+    for t in threads:
+        t.join()
+    assert got.equals(want)
+    assert live.stats()["tuples"] == 2 * n
+
+
 def test_latency_counts_from_the_input_that_completes_the_window_set():
     # Input 0's tuple at 12 waits for input 1; the window set [0, 10) is complete only when input 1
     # gets past 10, so its latency is measured from that push, not from input 0's.
