@@ -234,6 +234,17 @@ def test_stats_of_every_design(design):
 
 # ---- push form ----
 
+def read_while_feeding(live, feeders, schema):
+    """Runs each feeder on its own thread while this thread reads the live result, as a consumer would."""
+    threads = [threading.Thread(target=f) for f in feeders]
+    for t in threads:
+        t.start()
+    got = pa.Table.from_batches(list(live), schema)
+    for t in threads:
+        t.join()
+    return got
+
+
 def test_live_aggregate_from_threads_equals_batch_result():
     rng = np.random.default_rng(5)
     tables = [pa.table({"t": np.sort(rng.integers(0, 1000, 2000)), "k": rng.integers(0, 7, 2000),
@@ -248,12 +259,7 @@ def test_live_aggregate_from_threads_equals_batch_result():
             live.heartbeat(i, int(b["t"][-1].as_py()))
         live.close(i)
 
-    threads = [threading.Thread(target=feed, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    got = pa.Table.from_batches(list(live), want.schema)
-    for t in threads:
-        t.join()
+    got = read_while_feeding(live, [lambda i=i: feed(i) for i in range(4)], want.schema)
     assert got.equals(want)
     stats = live.stats()
     assert stats["tuples"] == 8000 and len(stats["latencies_ns"]) == stats["window_sets"] > 0
@@ -282,12 +288,7 @@ def test_live_wiml_push_waiting_on_a_busy_slice_counts_its_rows_once_and_keeps_f
             live.push(1, batch)
         live.close(1)
 
-    threads = [threading.Thread(target=ahead), threading.Thread(target=behind)]
-    for t in threads:
-        t.start()
-    got = pa.Table.from_batches(list(live), want.schema)
-    for t in threads:
-        t.join()
+    got = read_while_feeding(live, [ahead, behind], want.schema)
     assert got.equals(want)
     assert live.stats()["tuples"] == 2 * n
 
