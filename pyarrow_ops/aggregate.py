@@ -22,8 +22,8 @@ DESIGNS = ("auto", "mq", "mqlf", "tumlsc", "sliced", "tumlmc", "wiml")
 same with lock-free queues; ``"tumlsc"``: producers merge concurrently in the T-Gate, one thread
 updates every window of each tuple and outputs; ``"sliced"``: TuMLSC updating one window slice
 per tuple in the W-Hive; ``"tumlmc"``: the T-Gate read by ``update_threads`` threads, each updating
-the W-Hive for its own keys; ``"wiml"``: producers update the W-Hive directly, unmerged (count,
-min, max and integer sum and mean only). All give the identical result."""
+the W-Hive for its own keys; ``"wiml"``: producers update the W-Hive directly, unmerged. All give the
+identical result."""
 
 DEFAULT_BATCH_SIZE = 65536
 

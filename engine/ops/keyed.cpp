@@ -293,7 +293,7 @@ class Running final : public PartitionedOperator<RunningPart> {
       for (size_t j = 0; j < part.aggs.size(); ++j) {
         window::AggStates& a = part.aggs[j];
         if (id >= a.size()) a.resize(std::max<size_t>({16, 2 * a.size(), static_cast<size_t>(id) + 1}));
-        a.update(id, a.needs_value() ? a.read(in, r) : window::Value(), 0);
+        a.update(id, a.needs_value() ? a.read(in, r) : window::Value());
         a.emit(id, added[j]);
       }
     }

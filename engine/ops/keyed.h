@@ -34,8 +34,7 @@
 //   aggregate()'s (docs/semantics.md): count() int64 of tuples, count(c) of non-null values;
 //   sum int64 / uint64 (wrapping) / float64; mean float64; min, max in c's type with floats in the
 //   total order (-0.0 < 0.0, NaN above every number); first, last c's value (null included).
-//   Float sums add the key's values in arrival order starting from 0.0 (one slice, in the terms
-//   of docs/semantics.md); a mean of integers divides the exact sum.
+//   Float sums are exact, rounded once (docs/semantics.md); a mean divides the sum by the count.
 //
 // dedupe(keys, time, within = nullopt)                                          at most one per tuple
 //   Output: input, at the tuples that pass. A tuple passes if it is its key's first or, with

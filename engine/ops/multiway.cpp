@@ -450,13 +450,13 @@ const char* design_name(Design d) noexcept {
 }
 
 Design choose_design(const Schema& input, const window::AggregateQuery& query, bool pushed) {
-  const window::WindowOutput probe(input, query, 1);
+  const window::WindowOutput probe(input, query, 1);  // validates the query
   if (query.window.slices_per_window() > window::WHive::kMaxSlicesPerWindow) return Design::kTuMLSC;
   // WiML whatever the number of inputs and producer threads: with no merge, its producer and
   // output threads run side by side, and it measured faster than `sliced` with one producer too
   // (docs/aggregate.md). Not for the push form: WiML applies a push at once, so a push can wait
   // for the consumer from the start, where the T-Gate buffers up to its back-pressure bound first.
-  if (!pushed && probe.order_insensitive()) return Design::kWiML;
+  if (!pushed) return Design::kWiML;
   return Design::kSliced;
 }
 

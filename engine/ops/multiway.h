@@ -10,8 +10,8 @@
 //            W-Hive and combines slices as windows close;
 //   kTuMLMC  the T-Gate read by several update threads, each applying the tuples of its own keys
 //            to the W-Hive, and the output thread emitting what the W-Hive says is complete;
-//   kWiML    no merge: producers apply their tuples straight to the W-Hive (order-insensitive
-//            aggregates only).
+//   kWiML    no merge: producers apply their tuples straight to the W-Hive (every aggregate: float
+//            sums are exact and first/last compare Positions, so the order of updates is free).
 // The output thread is the caller of next() on the result. Producers are either the engine's own
 // threads pulling the inputs (make_multiway_aggregate) or the user's threads (MultiwayPush).
 #include <atomic>

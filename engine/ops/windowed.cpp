@@ -435,10 +435,9 @@ class KeyedWindows final : public Operator {
       for (size_t a = 0; a < prototypes_.size(); ++a) {
         if (prototypes_[a].needs_value()) p.values[a] = prototypes_[a].read(in, row);
       }
-      const int64_t slice = window_.slice_of(t);
       for (int64_t k = kf; k <= kl; ++k) {
         const uint32_t slot = slot_of(key, k);
-        for (size_t a = 0; a < p.aggs.size(); ++a) p.aggs[a].update(slot, p.values[a], slice);
+        for (size_t a = 0; a < p.aggs.size(); ++a) p.aggs[a].update(slot, p.values[a]);
       }
     }
     if (p.source_rows.empty()) return {};

@@ -132,16 +132,13 @@ Value AggStates::read(const Batch& batch, int64_t row) const {
   return v;
 }
 
-bool AggStates::order_insensitive() const noexcept {
-  return !((kind_ == AggKind::kSum || kind_ == AggKind::kMean) && domain_ == Domain::kFloat);
-}
-
 void AggStates::resize(size_t slots) {
   cells_.resize(slots, kFresh);
   if (domain_ == Domain::kString) strings_.resize(slots);
 }
 
 void AggStates::reset(uint32_t slot) {
+  drop_wide(cells_[slot]);
   cells_[slot] = kFresh;
   if (domain_ == Domain::kString) strings_[slot].clear();
 }
@@ -149,6 +146,8 @@ void AggStates::reset(uint32_t slot) {
 void AggStates::clear() {
   cells_.clear();
   strings_.clear();
+  wide_.clear();
+  spare_wide_.clear();
 }
 
 bool AggStates::better(const Value& v, const Cell& c) const noexcept {
@@ -162,20 +161,55 @@ bool AggStates::better(const Value& v, const Cell& c) const noexcept {
   return false;
 }
 
-// Float sums are two-level: `part` sums the current slice's values in order; when a value of a later
-// slice arrives, `part` is added to the running total `f`. The result f + part is the sum of the
-// slices' sums in slice order, each summed in the merged order: the same additions, in the same
-// order, whether the windows are updated tuple by tuple or combined from slices.
-void AggStates::fold_float(Cell& c, double part, int64_t slice) const noexcept {
-  if (c.sum.slice != slice) {
-    c.f += c.sum.part;
-    c.sum.part = 0.0;
-    c.sum.slice = slice;
+// A cell's float sum is its ExactSum until a term does not fit there; from then on its finite part
+// lives in a WideSum (sum.m stays 0) and the ExactSum keeps only the NaN and infinity flags.
+WideSum& AggStates::wide_of(uint32_t slot) {
+  Cell& c = cells_[slot];
+  if (c.wide == 0) {
+    uint32_t i;
+    if (!spare_wide_.empty()) {
+      i = spare_wide_.back();
+      spare_wide_.pop_back();
+      wide_[i] = WideSum{};
+    } else {
+      i = static_cast<uint32_t>(wide_.size());
+      wide_.emplace_back();
+    }
+    c.wide = i + 1;
+    wide_[i].add(c.sum);
+    c.sum.m = 0;
   }
-  c.sum.part += part;
+  return wide_[c.wide - 1];
 }
 
-void AggStates::update(uint32_t slot, const Value& v, int64_t slice, Position at) {
+void AggStates::drop_wide(Cell& c) {
+  if (c.wide != 0) spare_wide_.push_back(c.wide - 1);
+  c.wide = 0;
+}
+
+void AggStates::add_float(uint32_t slot, double x) {
+  Cell& c = cells_[slot];
+  if ((c.wide == 0 || !std::isfinite(x)) && c.sum.add(x)) return;
+  wide_of(slot).add(x);
+}
+
+void AggStates::merge_float(uint32_t slot, const AggStates& from, uint32_t from_slot) {
+  Cell& c = cells_[slot];
+  const Cell& o = from.cells_[from_slot];
+  if (o.n == 0) return;
+  c.n += o.n;
+  c.sum.special |= o.sum.special;
+  if (c.wide == 0 && o.wide == 0 && c.sum.add(o.sum)) return;
+  WideSum& w = wide_of(slot);
+  w.add(o.sum);
+  if (o.wide != 0) w.add(from.wide_[o.wide - 1]);
+}
+
+double AggStates::float_sum(const Cell& c) const noexcept {
+  return c.sum.value(c.wide == 0 ? c.sum.round() : wide_[c.wide - 1].round());
+}
+
+void AggStates::update(uint32_t slot, const Value& v, Position at) {
   Cell& c = cells_[slot];
   switch (kind_) {
     case AggKind::kCount:
@@ -185,20 +219,18 @@ void AggStates::update(uint32_t slot, const Value& v, int64_t slice, Position at
       if (!v.valid) return;
       ++c.n;
       if (domain_ == Domain::kFloat) {
-        fold_float(c, v.f, slice);
+        add_float(slot, v.f);
       } else {
         c.u += v.u;  // two's complement: wraps like numpy for signed and unsigned alike
       }
       return;
     case AggKind::kMean:
       if (!v.valid) return;
-      if (c.n++ == 0) c.wide = 0;
+      ++c.n;
       if (domain_ == Domain::kFloat) {
-        fold_float(c, v.f, slice);
-      } else if (domain_ == Domain::kSigned) {
-        c.wide += v.i;
+        add_float(slot, v.f);
       } else {
-        c.wide += static_cast<__int128>(v.u);
+        c.isum += domain_ == Domain::kSigned ? static_cast<__int128>(v.i) : static_cast<__int128>(v.u);
       }
       return;
     case AggKind::kMin:
@@ -219,7 +251,7 @@ void AggStates::update(uint32_t slot, const Value& v, int64_t slice, Position at
 }
 
 void AggStates::update_each(AggStates* const* states, const uint32_t* slots, size_t n, const Value& v,
-                            int64_t slice, Position at) {
+                            Position at) {
   if (n == 0) return;
   const AggStates& f = *states[0];
   switch (f.kind_) {
@@ -253,7 +285,7 @@ void AggStates::update_each(AggStates* const* states, const uint32_t* slots, siz
     default:
       break;
   }
-  for (size_t i = 0; i < n; ++i) states[i]->update(slots[i], v, slice, at);
+  for (size_t i = 0; i < n; ++i) states[i]->update(slots[i], v, at);
 }
 
 void AggStates::merge(uint32_t slot, const AggStates& from, uint32_t from_slot) {
@@ -269,15 +301,14 @@ void AggStates::merge(uint32_t slot, const AggStates& from, uint32_t from_slot) 
       return;
     case AggKind::kSum:
     case AggKind::kMean:
+      if (domain_ == Domain::kFloat) return merge_float(slot, from, from_slot);
       if (o.n == 0) return;
       if (c.n == 0) return take();
       c.n += o.n;
-      if (domain_ == Domain::kFloat) {
-        fold_float(c, o.sum.part, o.sum.slice);  // o.f is 0.0: `from` holds one slice
-      } else if (kind_ == AggKind::kSum) {
+      if (kind_ == AggKind::kSum) {
         c.u += o.u;
       } else {
-        c.wide += o.wide;
+        c.isum += o.isum;
       }
       return;
     case AggKind::kMin:
@@ -305,17 +336,7 @@ void AggStates::merge_all(const AggStates& from, const uint32_t* to, size_t n) {
     return;
   }
   if ((kind_ == AggKind::kSum || kind_ == AggKind::kMean) && domain_ == Domain::kFloat) {
-    for (size_t i = 0; i < n; ++i) {
-      Cell& c = cells_[to[i]];
-      const Cell& o = from.cells_[i];
-      if (o.n == 0) continue;
-      if (c.n == 0) {
-        c = o;
-        continue;
-      }
-      c.n += o.n;
-      fold_float(c, o.sum.part, o.sum.slice);
-    }
+    for (size_t i = 0; i < n; ++i) merge_float(to[i], from, static_cast<uint32_t>(i));
     return;
   }
   for (size_t i = 0; i < n; ++i) merge(to[i], from, static_cast<uint32_t>(i));
@@ -331,7 +352,7 @@ void AggStates::emit(uint32_t slot, ColumnBuilder& out) const {
       if (c.n == 0) {
         out.append_null();
       } else if (domain_ == Domain::kFloat) {
-        const double sum = c.f + c.sum.part;
+        const double sum = float_sum(c);
         out.append_fixed(&sum);
       } else {
         out.append_fixed(&c.u);
@@ -342,8 +363,8 @@ void AggStates::emit(uint32_t slot, ColumnBuilder& out) const {
         out.append_null();
         return;
       }
-      const double mean = domain_ == Domain::kFloat ? (c.f + c.sum.part) / static_cast<double>(c.n)
-                                                    : static_cast<double>(c.wide) / static_cast<double>(c.n);
+      const double mean = domain_ == Domain::kFloat ? float_sum(c) / static_cast<double>(c.n)
+                                                    : static_cast<double>(c.isum) / static_cast<double>(c.n);
       out.append_fixed(&mean);
       return;
     }
@@ -401,7 +422,7 @@ void AggStates::emit_each(const uint32_t* slots, size_t n, ColumnBuilder& out) c
     case AggKind::kSum:
       if (!all_set(false)) break;
       if (domain_ == Domain::kFloat) {
-        write([](const Cell& c) { return c.f + c.sum.part; });
+        write([this](const Cell& c) { return float_sum(c); });
       } else {
         write([](const Cell& c) { return c.u; });
       }
@@ -409,9 +430,9 @@ void AggStates::emit_each(const uint32_t* slots, size_t n, ColumnBuilder& out) c
     case AggKind::kMean:
       if (!all_set(false)) break;
       if (domain_ == Domain::kFloat) {
-        write([](const Cell& c) { return (c.f + c.sum.part) / static_cast<double>(c.n); });
+        write([this](const Cell& c) { return float_sum(c) / static_cast<double>(c.n); });
       } else {
-        write([](const Cell& c) { return static_cast<double>(c.wide) / static_cast<double>(c.n); });
+        write([](const Cell& c) { return static_cast<double>(c.isum) / static_cast<double>(c.n); });
       }
       return;
     default: {

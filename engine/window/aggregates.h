@@ -1,7 +1,7 @@
 #pragma once
 // Aggregate functions and their per-window state (docs/semantics.md, "Windowed aggregation").
-// One interface serves every design: a design feeds tuples in the merged order, and
-// order-sensitive functions (first, last) rely on exactly that.
+// One interface serves every design, and no result depends on the order of updates: float sums
+// are exact (core/exact_sum.h) and first and last compare Positions.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -10,6 +10,7 @@
 
 #include "core/batch.h"
 #include "core/builder.h"
+#include "core/exact_sum.h"
 
 namespace pao::window {
 
@@ -42,9 +43,10 @@ struct Value {
 // applied: WiML applies them unmerged, each producer its own inputs. Callers that apply tuples
 // in the merged order may pass equal Positions (the default): a tie goes to the tuple applied
 // first (first) or last (last), which is then the merged order.
+// Trivial (it lives in a union): value-initialize, `Position{}`, for the least.
 struct Position {
-  int64_t time = 0;
-  uint64_t seq = 0;
+  int64_t time;
+  uint64_t seq;
   static constexpr int kPositionBits = 40;  // rows per input before seq's input part is reached
   static Position of(int64_t time, uint32_t input, int64_t position) noexcept {
     return {time, (static_cast<uint64_t>(input) << kPositionBits) | static_cast<uint64_t>(position)};
@@ -69,18 +71,14 @@ class AggStates {
   // Returns one slot to the fresh state, for tables whose slots are reused one at a time (the
   // pipeline's keyed window_aggregate keeps a ring of open windows per key).
   void reset(uint32_t slot);
-  // One tuple's value. `slice` is the tuple's slice (WindowSpec::slice_of): float sums add the
-  // values of one slice in the merged order, then the slices' sums in slice order, so every
-  // design (sliced or not, any thread count) rounds identically (docs/semantics.md).
-  // `at` is the tuple's Position (first and last only).
-  void update(uint32_t slot, const Value& v, int64_t slice, Position at = {});
-  // update(slots[i], v, slice, at) on *states[i] for i < n, states of one aggregate (the windows a
-  // tuple falls in): one dispatch on the function for all of them.
+  // One tuple's value; `at` is its Position (first and last only).
+  void update(uint32_t slot, const Value& v, Position at = {});
+  // update(slots[i], v, at) on *states[i] for i < n, states of one aggregate (the windows a tuple
+  // falls in): one dispatch on the function for all of them.
   static void update_each(AggStates* const* states, const uint32_t* slots, size_t n, const Value& v,
-                          int64_t slice, Position at = {});
+                          Position at = {});
   // Folds `from`'s state at `from_slot` into `slot`, as if its tuples came after this slot's
-  // (first and last: unless their Positions say otherwise). For float sums `from` holds a single
-  // slice, as every slice of the sliced designs does.
+  // (first and last: unless their Positions say otherwise).
   void merge(uint32_t slot, const AggStates& from, uint32_t from_slot);
   // merge(to[i], from, i) for the slots i < n of `from`: one dispatch for the whole table (the
   // inner loop of combining slices into windows).
@@ -89,34 +87,34 @@ class AggStates {
   void emit(uint32_t slot, ColumnBuilder& out) const;
   // emit(slots[i], out) for i < n: one dispatch on the function for a window's rows.
   void emit_each(const uint32_t* slots, size_t n, ColumnBuilder& out) const;
-  // True when the result does not depend on the order in which tuples are applied (WiML's
-  // requirement): every function but a float sum or mean (floating-point addition does not
-  // commute exactly). min and max order floats totally (-0.0 before 0.0); first and last compare
-  // Positions.
-  bool order_insensitive() const noexcept;
-
  private:
   enum class Domain : uint8_t { kSigned, kUnsigned, kFloat, kString };
   struct Cell {
     int64_t n;  // tuples (count), values seen (sum, mean, min, max), or 1 once set (first, last)
     bool valid;
-    union {
-      int64_t i;
-      uint64_t u;
-      double f;       // float sum, mean: the sum of the slices before `slice`
-      __int128 wide;  // exact integer sum for mean
-    };
+    uint32_t wide;  // float sum, mean: 1 + the index in wide_ of the part `sum` could not hold; 0: none
     union {
       struct {
-        double part;    // the sum of slice `slice`'s values so far
-        int64_t slice;  // the slice `part` belongs to
-      } sum;            // float sum, mean
-      Position at;      // first, last: the kept tuple's
+        union {
+          __int128 isum;  // integer mean: the exact sum (first: kFresh zeroes all 16 bytes)
+          int64_t i;
+          uint64_t u;
+          double f;
+        };
+        Position at;  // first, last: the kept tuple's
+      };
+      ExactSum sum;  // float sum, mean (overlays isum and at, so a fresh cell's is the empty sum)
     };
   };
-  static constexpr Cell kFresh{0, false, {0}, {{0.0, INT64_MIN}}};
+  // Every byte zero: n, the flags, isum and at, and so the empty ExactSum that overlays them.
+  static constexpr Cell kFresh{0, false, 0, {}};
 
-  void fold_float(Cell& c, double part, int64_t slice) const noexcept;
+  // Float sums: adds to the cell's ExactSum, moving to a WideSum when it no longer fits.
+  void add_float(uint32_t slot, double x);
+  void merge_float(uint32_t slot, const AggStates& from, uint32_t from_slot);
+  WideSum& wide_of(uint32_t slot);  // the slot's WideSum, taken from spare_wide_ or made
+  void drop_wide(Cell& c);          // returns a slot's WideSum to spare_wide_
+  double float_sum(const Cell& c) const noexcept;
   bool better(const Value& v, const Cell& c) const noexcept;
 
   AggKind kind_;
@@ -126,6 +124,10 @@ class AggStates {
   Domain domain_ = Domain::kSigned;
   std::vector<Cell> cells_;
   std::vector<std::string> strings_;  // first/last of string columns
+  // Float sums that outgrew ExactSum (rare: terms spanning ~70 binary orders of magnitude), and
+  // the indices of those whose slot was cleared, for reuse.
+  std::vector<WideSum> wide_;
+  std::vector<uint32_t> spare_wide_;
 };
 
 }  // namespace pao::window

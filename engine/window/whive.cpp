@@ -21,13 +21,6 @@ WHive::WHive(const Schema& input, const AggregateQuery& query, int64_t batch_siz
                     "; the sliced designs handle at most " + std::to_string(kMaxSlicesPerWindow) +
                     ": use design='tumlsc'");
   }
-  if (mode_ == HiveMode::kShared && !order_insensitive()) {
-    throw Error(ErrorKind::kInvalidInput,
-                "design 'wiml' updates windows in arrival order, so it takes only aggregates whose "
-                "result does not depend on the order: count, min, max, first, last, and sum and mean "
-                "of integer columns (float sums and means add in the merged order: use 'tumlmc' or "
-                "'sliced')");
-  }
   // More than span_ + 1 slots (deadlock freedom, whive.h); twice that, so that producers running
   // ahead of the slowest input rarely find their slot busy.
   const auto slots = std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(2 * span_ + 2, 16)));
@@ -81,7 +74,7 @@ bool WHive::update(size_t u, const Batch& batch, int64_t row, Position at) {
   WindowSet& ws = s.shards[u];
   const uint32_t slot = ws.slot(key, prototypes_);
   read_values(batch, row, up.values);
-  for (size_t a = 0; a < ws.aggs.size(); ++a) ws.aggs[a].update(slot, up.values[a], j, at);
+  for (size_t a = 0; a < ws.aggs.size(); ++a) ws.aggs[a].update(slot, up.values[a], at);
   return true;
 }
 

@@ -52,9 +52,9 @@ namespace pao::window {
 
 enum class HiveMode : uint8_t {
   kSingle,       // one thread updates and emits (the sliced design); no lock, no atomics needed
-  kShared,       // WiML: any updater may see any key; order-insensitive aggregates only
+  kShared,       // WiML: any updater may see any key, in any order
   kPartitioned,  // TuMLMC: every updater sees every tuple in the merged order and applies those
-                 // of its keys (local key id modulo updaters); order-sensitive ones stay exact
+                 // of its keys (local key id modulo updaters)
 };
 
 class WHive : public WindowOutput {

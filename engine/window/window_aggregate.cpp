@@ -58,10 +58,6 @@ WindowOutput::WindowOutput(const Schema& input, const AggregateQuery& query, int
   reserve_batch();
 }
 
-bool WindowOutput::order_insensitive() const noexcept {
-  return std::all_of(prototypes_.begin(), prototypes_.end(), [](const AggStates& a) { return a.order_insensitive(); });
-}
-
 void WindowOutput::read_values(const Batch& batch, int64_t row, std::vector<Value>& out) const {
   for (size_t a = 0; a < prototypes_.size(); ++a) {
     if (prototypes_[a].needs_value()) out[a] = prototypes_[a].read(batch, row);
@@ -128,8 +124,7 @@ WindowAggregate::WindowSet* WindowAggregate::set_for(int64_t k) {
 
 void WindowAggregate::enter_slice(int64_t time) {
   advance(time);
-  slice_ = window_.slice_of(time);
-  std::tie(slice_lo_, slice_hi_) = window_.slice_range(slice_);
+  std::tie(slice_lo_, slice_hi_) = window_.slice_range(window_.slice_of(time));
   current_.clear();
   const int64_t kf = window_.first_k(time);
   const int64_t kl = window_.last_k(time);
@@ -151,7 +146,7 @@ void WindowAggregate::add(const Batch& batch, int64_t row, int64_t time) {
   for (size_t i = 0; i < n; ++i) slots_[i] = current_[i]->slot(key, prototypes_);
   for (size_t a = 0; a < prototypes_.size(); ++a) {
     for (size_t i = 0; i < n; ++i) states_[i] = &current_[i]->aggs[a];
-    AggStates::update_each(states_.data(), slots_.data(), n, values_[a], slice_);
+    AggStates::update_each(states_.data(), slots_.data(), n, values_[a]);
   }
 }
 

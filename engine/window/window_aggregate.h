@@ -79,8 +79,6 @@ class WindowOutput {
   bool has_output(bool flush) const noexcept {
     return !ready_.empty() || (flush && !builders_.empty() && builders_[0].size() > 0);
   }
-  // True when every aggregate's result is independent of the tuples' order (AggStates).
-  bool order_insensitive() const noexcept;
 
  protected:
   // The (key -> states) table of one window or slice, indexed by dense key ids.
@@ -166,7 +164,6 @@ class WindowAggregate : public WindowOutput {
   // it: per tuple, a range check replaces the window arithmetic and the per-window lookups.
   int64_t slice_lo_ = 1;
   int64_t slice_hi_ = 0;
-  int64_t slice_ = 0;
   std::vector<WindowSet*> current_;
   std::vector<uint32_t> slots_;        // the tuple's slot in each of current_
   std::vector<AggStates*> states_;     // one aggregate's states in each of current_

@@ -1,7 +1,14 @@
 // Unit tests of engine/core: types, schemas, batches, gather.
+#include <algorithm>
+#include <bit>
+#include <cfloat>
+#include <cmath>
 #include <cstring>
+#include <random>
+#include <vector>
 
 #include "core/error.h"
+#include "core/exact_sum.h"
 #include "core/gather.h"
 #include "helpers.h"
 #include "unit.h"
@@ -106,6 +113,100 @@ TEST(gather_bools_and_narrow_types) {
   CHECK_EQ(int(bits[0] & 0xF), 0b0111);
   CHECK_EQ(out.column(1).typed<int16_t>()[0], int16_t{11});
   CHECK_EQ(out.column(1).typed<int16_t>()[3], int16_t{-10});
+}
+
+// Exact float sums (core/exact_sum.h), with the WideSum fallback as window::AggStates uses it.
+struct Summer {
+  ExactSum fast{};
+  WideSum wide;
+  bool spilled = false;
+  void add(double x) {
+    if ((!spilled || !std::isfinite(x)) && fast.add(x)) return;
+    move_to_wide();
+    wide.add(x);
+  }
+  void add(const Summer& o) {
+    fast.special |= o.fast.special;
+    if (!spilled && !o.spilled && fast.add(o.fast)) return;
+    move_to_wide();
+    wide.add(o.fast);
+    if (o.spilled) wide.add(o.wide);
+  }
+  void move_to_wide() {
+    if (spilled) return;
+    wide.add(fast);
+    fast.m = 0;
+    spilled = true;
+  }
+  double value() const { return fast.value(spilled ? wide.round() : fast.round()); }
+};
+
+double exact_sum(const std::vector<double>& xs) {
+  Summer s;
+  for (double x : xs) s.add(x);
+  return s.value();
+}
+
+bool same_bits(double a, double b) { return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b); }
+
+TEST(exact_sum_rounds_the_true_sum_once) {
+  CHECK_EQ(exact_sum({0.1, 0.2, 0.3}), 0.6);  // added in order: 0.6000000000000001
+  CHECK_EQ(exact_sum({1e300, 1e-300, -1e300}), 1e-300);  // needs the WideSum
+  CHECK_EQ(exact_sum({DBL_MAX, DBL_MAX, -DBL_MAX}), DBL_MAX);  // no intermediate overflow
+  CHECK_EQ(exact_sum({DBL_MAX, DBL_MAX}), INFINITY);
+  CHECK_EQ(exact_sum({-DBL_MAX, -DBL_MAX / 2}), -INFINITY);
+  CHECK_EQ(exact_sum({5e-324, 5e-324}), 1e-323);
+  CHECK_EQ(exact_sum({DBL_MIN, -5e-324}), std::nextafter(DBL_MIN, 0.0));
+  CHECK(same_bits(exact_sum({}), 0.0));
+  CHECK(same_bits(exact_sum({-0.0, -0.0}), 0.0));
+  CHECK(same_bits(exact_sum({1.5, -1.5}), 0.0));
+  // Ties go to the even neighbour; a set bit below the tie breaks it.
+  const double ulp_half = std::ldexp(1.0, -53);
+  CHECK_EQ(exact_sum({1.0, ulp_half}), 1.0);
+  CHECK_EQ(exact_sum({1.0 + 2 * ulp_half, ulp_half}), 1.0 + 4 * ulp_half);
+  CHECK_EQ(exact_sum({1.0, ulp_half, std::ldexp(1.0, -200)}), 1.0 + 2 * ulp_half);
+  CHECK_EQ(exact_sum({1e300, 1.0, ulp_half, std::ldexp(1.0, -900), -1e300}), 1.0 + 2 * ulp_half);
+  CHECK_EQ(exact_sum({1e300, 1.0, ulp_half, std::ldexp(1.0, -900), -1e300, -std::ldexp(1.0, -900)}), 1.0);
+  // Subnormal results round on the subnormal grid.
+  CHECK_EQ(exact_sum({std::ldexp(1.0, -1070), std::ldexp(1.0, -1074) * 3, -std::ldexp(1.0, -1070)}), 1.5e-323);
+  // Flags: NaN wins; both infinities make NaN; one infinity wins over any finite part.
+  CHECK(std::isnan(exact_sum({1.0, NAN, INFINITY})));
+  CHECK(std::isnan(exact_sum({INFINITY, 1e300, -INFINITY})));
+  CHECK_EQ(exact_sum({-INFINITY, 1e300, 1e-300}), -INFINITY);
+}
+
+// The result does not depend on the order of the terms or on how partial sums are grouped, with
+// and without the WideSum (terms spanning few or many orders of magnitude).
+TEST(exact_sum_is_independent_of_order_and_grouping) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int spread = trial % 3 == 0 ? 600 : trial % 3 == 1 ? 40 : 4;
+    std::uniform_int_distribution<int> exponent(-spread, spread);
+    std::uniform_real_distribution<double> mantissa(-1.0, 1.0);
+    std::vector<double> xs(1 + rng() % 200);
+    for (double& x : xs) x = std::ldexp(mantissa(rng), exponent(rng));
+    if (trial % 5 == 0) xs.push_back(-xs[0]);  // cancellation
+    const double want = exact_sum(xs);
+    std::shuffle(xs.begin(), xs.end(), rng);
+    CHECK(same_bits(exact_sum(xs), want));
+    // Partial sums of random runs, merged in a random order.
+    std::vector<Summer> parts;
+    for (size_t i = 0; i < xs.size();) {
+      const size_t n = 1 + rng() % 17;
+      Summer p;
+      for (size_t j = i; j < std::min(xs.size(), i + n); ++j) p.add(xs[j]);
+      parts.push_back(p);
+      i += n;
+    }
+    std::shuffle(parts.begin(), parts.end(), rng);
+    Summer all;
+    for (const Summer& p : parts) all.add(p);
+    CHECK(same_bits(all.value(), want));
+    // The WideSum alone agrees.
+    WideSum w;
+    for (double x : xs) w.add(x);
+    CHECK(same_bits(w.round(), want));
+  }
 }
 
 UNIT_MAIN()

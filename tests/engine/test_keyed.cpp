@@ -21,6 +21,7 @@
 #include <set>
 #include <thread>
 
+#include "core/exact_sum.h"
 #include "core/builder.h"
 #include "core/gather.h"
 #include "helpers.h"
@@ -501,9 +502,14 @@ std::string aggregate_model(const Batch& d, const AggSpec& spec, const std::vect
   if (values.empty()) return "null";
   if (spec.kind == AggKind::kSum || spec.kind == AggKind::kMean) {
     const double n = static_cast<double>(values.size());
-    if (kind == Kind::kFloat) {
-      double s = 0.0;
-      for (int64_t r : values) s += read_float(c, t, r);
+    if (kind == Kind::kFloat) {  // the exact sum, rounded once (WideSum: test_core checks it)
+      WideSum exact;
+      ExactSum flags{};
+      for (int64_t r : values) {
+        const double x = read_float(c, t, r);
+        if (std::isfinite(x)) exact.add(x); else flags.add(x);
+      }
+      const double s = flags.value(exact.round());
       return "f" + hex(spec.kind == AggKind::kSum ? s : s / n);
     }
     __int128 s = 0;

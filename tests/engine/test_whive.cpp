@@ -144,18 +144,6 @@ TEST(sliced_single_thread_equals_unsliced) {
   }
 }
 
-// Float sums add in the merged order, which WiML does not have; first and last compare Positions.
-TEST(wiml_rejects_float_sums_and_takes_first_and_last) {
-  using testing::type;
-  const auto floats = testing::schema({{"t", type(TypeId::kInt64), false},
-                                       {"k", type(TypeId::kInt64), false},
-                                       {"v", type(TypeId::kFloat64), false}});
-  CHECK_THROWS_WITH(WHive(*floats, query(10, 3, 0, false), 7, 2, HiveMode::kShared), ErrorKind::kInvalidInput,
-                    "design 'wiml'");
-  WHive takes(*tkv_schema(), query(10, 3, 0, true), 7, 2, HiveMode::kShared);
-  CHECK(takes.order_insensitive());
-}
-
 // Shared keys (WiML): each updater owns some inputs and applies them in its own order, publishing
 // each input's progress; the output thread emits concurrently at the least progress. first and
 // last must still keep the merged order's tuple: each update carries its Position.

@@ -52,8 +52,7 @@ Decisions where docs/pipeline.md is silent
   unsigned integers give int64 (wrapping like numpy), floats float64 (the difference of the values
   as doubles), timestamp and date32 columns int64 in their unit. Other types raise TypeError.
 * ``running``: per key, each aggregate over the key's tuples so far, this one included, with the
-  rules and output types of docs/semantics.md; float sums add in arrival order from 0.0 (a running
-  sum has no windows, hence one slice).
+  rules and output types of docs/semantics.md (float sums exact, rounded once).
 * ``dedupe``: a tuple passes if its key has no passed tuple yet, or with ``within`` if
   ``t - t_last_passed > within``.
 * ``pairs``: sessions as ``sessionize(key, gap)``. When a tuple brings an item new to its session,
@@ -321,7 +320,7 @@ def _running(s: Stream, key, aggs: dict) -> Stream:
         for name, (function, column) in specs.items():
             type_ = None if column is None else s.schema.field(column).type
             values = [None] * len(so_far) if column is None else [x[column] for x in so_far]
-            out[name] = _aggregate_values(function, values, type_, [0] * len(values))
+            out[name] = _aggregate_values(function, values, type_)
         rows.append(out)
     return Stream(rows, schema, s.time)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pyarrow as pa
@@ -156,9 +157,23 @@ def _agg_output_type(function: str, type_: pa.DataType | None) -> pa.DataType:
     return type_  # first, last
 
 
-def _aggregate_values(function: str, values: list, type_: pa.DataType | None, slices: list[int]):
-    """One aggregate over the values of one (window, key), given in the merged order, with the
-    slice of each (float sums add per slice, then the slices' sums in slice order)."""
+def exact_float_sum(values: list[float]) -> float:
+    """The exact sum of doubles rounded once to nearest, ties to even (docs/semantics.md): NaN if a NaN
+    or both infinities are present, else the infinity present, else the exact rational sum's nearest
+    double (an infinity beyond the range). Fractions, so nothing here rounds before the end."""
+    if any(math.isnan(v) for v in values) or (math.inf in values and -math.inf in values):
+        return math.nan
+    if math.inf in values or -math.inf in values:
+        return math.inf if math.inf in values else -math.inf
+    total = sum((Fraction(v) for v in values), Fraction(0))
+    try:
+        return float(total)  # int / int in CPython: correctly rounded
+    except OverflowError:
+        return math.inf if total > 0 else -math.inf
+
+
+def _aggregate_values(function: str, values: list, type_: pa.DataType | None):
+    """One aggregate over the values of one (window, key), given in the merged order."""
     if function == "count":
         return len(values) if type_ is None else sum(v is not None for v in values)
     if function == "first":
@@ -170,13 +185,7 @@ def _aggregate_values(function: str, values: list, type_: pa.DataType | None, sl
         return None
     if function in ("sum", "mean"):
         if pa.types.is_floating(type_):
-            sums: dict[int, float] = {}
-            for v, s in zip(values, slices):  # one double addition at a time, in the merged order
-                if v is not None:
-                    sums[s] = sums.get(s, 0.0) + float(v)
-            total = 0.0
-            for s in sorted(sums):
-                total += sums[s]
+            total = exact_float_sum([float(v) for v in present])
         else:
             total = 0
             for v in present:  # exact: Python ints do not overflow
@@ -238,7 +247,6 @@ def reference_aggregate(
 
     # (window start, key identity) -> [key values, rows in merged order]
     groups: dict[tuple, list] = {}
-    slice_length = math.gcd(size, advance)
     for t, _, _, row in tuples:
         k_first = (t - offset - size) // advance + 1  # smallest k with s + size > t (floor division)
         k_last = (t - offset) // advance  # largest k with s <= t
@@ -247,7 +255,7 @@ def reference_aggregate(
         for k in range(k_first, k_last + 1):
             start = offset + k * advance
             assert start <= t < start + size
-            groups.setdefault((start, identity), [key_values, []])[1].append((row, (t - offset) // slice_length))
+            groups.setdefault((start, identity), [key_values, []])[1].append(row)
 
     columns: dict[str, list] = {"window_start": [], "window_end": []}
     columns.update({k: [] for k in key})
@@ -258,11 +266,10 @@ def reference_aggregate(
         columns["window_end"].append(start + size)
         for k, v in zip(key, key_values):
             columns[k].append(v)
-        slices = [s for _, s in rows]
         for name, (function, column) in aggs.items():
-            values = [None] * len(rows) if column is None else [row[column] for row, _ in rows]
+            values = [None] * len(rows) if column is None else [row[column] for row in rows]
             type_ = None if column is None else schema.field(column).type
-            columns[name].append(_aggregate_values(function, values, type_, slices))
+            columns[name].append(_aggregate_values(function, values, type_))
 
     fields = [pa.field("window_start", time_type), pa.field("window_end", time_type)]
     fields += [pa.field(k, kt) for k, kt in zip(key, key_types)]

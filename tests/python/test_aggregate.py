@@ -28,6 +28,21 @@ def applies(function, type_):
     return True
 
 
+# Floats that exact sums must get right: far apart in magnitude (a sum then outgrows 128 bits),
+# subnormal, at the edge of the range (an exact sum past it is infinite), and NaN and infinities.
+EXTREMES = [1e300, -1e300, 1e-300, 5e-324, -5e-324, 1.7976931348623157e308, -0.0, 1.0, 2.0**-53, 1e16,
+            float("nan"), float("inf"), float("-inf")]
+
+
+def with_extremes(column, rng):
+    """``column`` (floats) with about a quarter of its values drawn from EXTREMES."""
+    values = column.to_pylist()
+    for i in range(len(values)):
+        if values[i] is not None and rng.random() < 0.25:
+            values[i] = EXTREMES[int(rng.integers(0, len(EXTREMES)))]
+    return pa.array(values, column.type)
+
+
 def make_agg(function, column):
     return getattr(po, function)(column) if column is not None else po.count()
 
@@ -42,6 +57,7 @@ def queries(draw):
     value_types = draw(st.lists(st.sampled_from(VALUE_TYPES), min_size=1, max_size=3))
     key_null = draw(st.sampled_from([0.0, 0.2]))
     distinct_keys = draw(st.integers(1, 6))
+    extremes = draw(st.integers(0, 3)) == 0
     tables = []
     for _ in range(k):
         n = int(rng.integers(0, 40)) if draw(st.booleans()) else int(rng.integers(0, 4))
@@ -54,6 +70,8 @@ def queries(draw):
             cols[f"k{j}"] = pa.array([None if m else v for v, m in zip(values.to_pylist(), mask)], kt)
         for j, vt in enumerate(value_types):
             cols[f"v{j}"] = random_column(vt, n, rng, null_rate=0.3)
+            if pa.types.is_floating(vt) and extremes:
+                cols[f"v{j}"] = with_extremes(cols[f"v{j}"], rng)
         tables.append(pa.table(cols))
     aggs = {"n": ("count", None)}
     for j, vt in enumerate(value_types):
@@ -65,19 +83,6 @@ def queries(draw):
     offset = draw(st.integers(-5, 5))
     max_rows = draw(st.integers(1, 8))
     return seed, tables, [f"k{j}" for j in range(len(key_types))], size, advance, offset, aggs, max_rows
-
-
-def order_free(aggs, schema):
-    """Whether design 'wiml' takes these aggregates: no float sum or mean (first and last compare
-    each tuple's place in the merged order, so they do not need the merge)."""
-    for f, c in aggs.values():
-        if f in ("sum", "mean") and pa.types.is_floating(schema.field(c).type):
-            return False
-    return True
-
-
-def designs_for(aggs, schema):
-    return [d for d in po.DESIGNS if d != "wiml" or order_free(aggs, schema)]
 
 
 def run(tables, keys, size, advance, offset, aggs, design, max_rows, rng, threads=None, batch_size=7):
@@ -114,10 +119,6 @@ def assert_same(got, want):
 def test_every_design_equals_the_reference(query, design, threads):
     seed, tables, keys, size, advance, offset, aggs, max_rows = query
     want = reference_aggregate(tables, time="t", key=keys, size=size, advance=advance, offset=offset, aggs=aggs)
-    if design == "wiml" and not order_free(aggs, tables[0].schema):
-        with pytest.raises(po.InvalidInputError, match="design 'wiml' updates windows in arrival order"):
-            run(tables, keys, size, advance, offset, aggs, design, max_rows, np.random.default_rng(seed), threads)
-        return
     got = run(tables, keys, size, advance, offset, aggs, design, max_rows, np.random.default_rng(seed), threads)
     assert_same(got, want)
 
@@ -129,16 +130,11 @@ def test_designs_agree_with_each_other_on_many_inputs_and_ties(seed):
     tables = [pa.table({"t": pa.array(np.sort(rng.integers(0, 50, 300))), "k": rng.integers(0, 5, 300),
                         "v": rng.standard_normal(300), "w": [f"w{x}" for x in rng.integers(0, 1000, 300)]})
               for _ in range(20)]
-    aggs = {"n": ("count", None), "s": ("sum", "v"), "f": ("first", "v"), "l": ("last", "v")}
-    results = [run(tables, ["k"], 10, 3, 0, aggs, d, 17, np.random.default_rng(seed), threads=2)
-               for d in designs_for(aggs, tables[0].schema)]
-    for r in results[1:]:
-        assert r.equals(results[0])
-    # WiML on what it takes, against the others and the reference: its producers apply 20 inputs
-    # unmerged, full of ties, so first and last hold only by comparing each tuple's place in the
-    # merged order (time, input, position).
-    aggs = {"n": ("count", None), "lo": ("min", "v"), "hi": ("max", "v"), "f": ("first", "v"), "l": ("last", "v"),
-            "fw": ("first", "w"), "lw": ("last", "w")}
+    # WiML's producers apply 20 inputs unmerged, full of ties: first and last hold only by comparing
+    # each tuple's place in the merged order (time, input, position), and float sums and means only
+    # by being exact (any order of additions gives the same bits).
+    aggs = {"n": ("count", None), "s": ("sum", "v"), "m": ("mean", "v"), "lo": ("min", "v"), "hi": ("max", "v"),
+            "f": ("first", "v"), "l": ("last", "v"), "fw": ("first", "w"), "lw": ("last", "w")}
     want = reference_aggregate(tables, time="t", key=["k"], size=10, advance=3, offset=0, aggs=aggs)
     for threads in (2, 3):
         results = [run(tables, ["k"], 10, 3, 0, aggs, d, 17, np.random.default_rng(seed), threads=threads)
@@ -147,13 +143,31 @@ def test_designs_agree_with_each_other_on_many_inputs_and_ties(seed):
             assert_same(r, want)
 
 
+def test_float_sums_are_exact_whatever_the_design():
+    # Added one at a time, 0.1 + 0.2 + 0.3 is 0.6000000000000001 and 1e300 + 1.0 - 1e300 is 0.0; the
+    # exact sums round to 0.6 and 1.0 (docs/semantics.md), in every design and slice shape.
+    t = pa.table({"t": [0, 1, 2, 3, 4, 5], "k": [1, 1, 1, 2, 2, 2], "v": [0.1, 0.2, 0.3, 1e300, 1.0, -1e300]})
+    for design in po.DESIGNS:
+        out = po.aggregate([t.slice(0, 4), t.slice(4)], time="t", key="k", window=po.sliding(6, 3, -3),
+                           aggs={"s": po.sum("v"), "m": po.mean("v")}, design=design, threads=2).to_arrow().to_pydict()
+        assert out["s"] == [0.6, 0.6, 1.0, 1.0], design
+        assert out["m"] == [0.6 / 3, 0.6 / 3, 1.0 / 3, 1.0 / 3], design  # the rounded sum over the count
+    # A slice whose sum outgrows 128 bits (1e300 and 1e-300 in [6, 8)), combined with the next slice's
+    # -1e300 into window [6, 10): in order, that window's sum would be 0.0.
+    t = pa.table({"t": [6, 7, 8, 9], "k": [3, 3, 3, 4], "v": [1e300, 1e-300, -1e300, 5e-324]})
+    for design in po.DESIGNS:
+        out = po.aggregate([t.slice(0, 2), t.slice(2)], time="t", key="k", window=po.sliding(4, 2),
+                           aggs={"s": po.sum("v")}, design=design, threads=2).to_arrow().to_pydict()
+        assert out["s"] == [1e300, 1e-300, 5e-324, -1e300, 5e-324], design
+
+
 def test_smart_meter_query_k_os_matches_reference():
     from pyarrow_ops.datasets import smart_meter_readings
 
     tables = smart_meter_readings(rows=20_000, meters=243, concentrators=4, period_ms=30_000, seed=3)
     aggs = {"first": ("first", "kwh"), "n": ("count", None)}
     want = reference_aggregate(tables, time="time", key=["meter"], size=30_000, advance=3_000, offset=0, aggs=aggs)
-    for design in designs_for(aggs, tables[0].schema):
+    for design in po.DESIGNS:
         got = po.aggregate(tables, time="time", key="meter", window=po.sliding(30_000, 3_000),
                            aggs={"first": po.first("kwh"), "n": po.count()}, design=design).to_arrow()
         assert_same(got, want)

@@ -23,7 +23,7 @@ def test_command_line_prints_tuples_time_and_memory():
     assert out[3].startswith("T-Gate peak_live_arenas ")
 
 
-@pytest.mark.parametrize("design", [d for d in po.DESIGNS if d != "wiml"])  # wiml refuses the float sum
+@pytest.mark.parametrize("design", po.DESIGNS)
 @pytest.mark.parametrize("time_type", ["int64", "timestamp"])
 def test_every_design_aggregates_every_tuple(design, time_type):
     r = bench_memory.run(tuples=200_001, inputs=3, design=design, batch_rows=5000, time_type=time_type)
