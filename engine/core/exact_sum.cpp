@@ -10,7 +10,6 @@ namespace {
 
 using u128 = unsigned __int128;
 
-constexpr int kMaxBits = 126;  // |ExactSum::m| < 2^126, so two of them add without overflow
 
 u128 magnitude(__int128 v) noexcept { return v < 0 ? -static_cast<u128>(v) : static_cast<u128>(v); }
 
@@ -61,7 +60,7 @@ double round_scaled(u128 mag, int32_t e0, bool negative) noexcept {
 
 }  // namespace
 
-bool ExactSum::add(double x) noexcept {
+bool ExactSum::add_slow(double x) noexcept {
   const auto bits = std::bit_cast<uint64_t>(x);
   if (((bits >> 52) & 0x7ff) == 0x7ff) {
     special |= (bits & ((uint64_t{1} << 52) - 1)) != 0 ? kNaN : (bits >> 63) != 0 ? kNegInf : kPosInf;
@@ -73,27 +72,27 @@ bool ExactSum::add(double x) noexcept {
   ExactSum term{};
   term.m = v;
   term.scale = s.exponent;
-  return add(term);
+  return add_slow(term);
 }
 
-bool ExactSum::add(const ExactSum& o) noexcept {
+bool ExactSum::add_slow(const ExactSum& o) noexcept {
   if (o.m == 0) return true;
   if (m == 0) {
     m = o.m;
     scale = o.scale;
     return true;
   }
-  // Align both to the smaller scale; shifting left must keep each below 2^126.
+  // Align both to the smaller scale; shifting left must keep each within fits().
   __int128 a = m;
   __int128 b = o.m;
   const int32_t to = std::min(scale, o.scale);
   const int64_t da = int64_t{scale} - to;
   const int64_t db = int64_t{o.scale} - to;
-  if (bit_length(magnitude(a)) + da > kMaxBits || bit_length(magnitude(b)) + db > kMaxBits) return false;
+  if (bit_length(magnitude(a)) + da > 125 || bit_length(magnitude(b)) + db > 125) return false;
   a <<= da;
   b <<= db;
-  const __int128 r = a + b;  // both below 2^126: no overflow
-  if (bit_length(magnitude(r)) > kMaxBits) return false;
+  const __int128 r = a + b;  // both of magnitude below 2^125: no overflow
+  if (!fits(r)) return false;
   m = r;
   scale = to;
   return true;

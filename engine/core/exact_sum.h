@@ -9,7 +9,7 @@
 // (math.fsum's result, without fsum's intermediate overflow).
 //
 // Two forms, so that the common case costs a shift and a 128-bit add:
-//  - ExactSum, 32 bytes: value = m * 2^scale with |m| < 2^126. Any sum whose terms span at most
+//  - ExactSum, 32 bytes: value = m * 2^scale with |m| < 2^125. Any sum whose terms span at most
 //    about 70 binary orders of magnitude fits (values from 1e-6 to 1e15 together, say).
 //  - WideSum, 272 bytes: a fixed-point integer in units of 2^-1074 (the least subnormal) wide
 //    enough for any sum of up to 2^63 finite doubles. A caller moves to it when ExactSum::add
@@ -18,6 +18,7 @@
 // infinities were added, else the infinity added, else the finite part rounded to nearest, ties
 // to even (a finite part beyond the double range rounds to an infinity, as IEEE rounding does).
 #include <array>
+#include <bit>
 #include <cstdint>
 
 namespace pao {
@@ -31,15 +32,56 @@ struct ExactSum {
 
   // Adds x. False, with nothing changed, when the finite part would no longer fit: add x to a
   // WideSum then. NaN and infinities always go in (as flags).
-  bool add(double x) noexcept;
+  bool add(double x) noexcept {
+    // Inline: a normal x at or above the scale, shifted by at most 72 bits (|x's mantissa << d| <
+    // 2^125), added to |m| < 2^125 cannot overflow; the result is kept if it stays below 2^125.
+    const auto bits = std::bit_cast<uint64_t>(x);
+    const auto field = static_cast<int32_t>((bits >> 52) & 0x7ff);
+    const int32_t e = field - 1075;
+    if (field != 0 && field != 0x7ff && m != 0 && e >= scale && e - scale <= 72) {
+      __int128 v = static_cast<__int128>((bits & ((uint64_t{1} << 52) - 1)) | (uint64_t{1} << 52)) << (e - scale);
+      if ((bits >> 63) != 0) v = -v;
+      const __int128 r = m + v;
+      if (fits(r)) {
+        m = r;
+        return true;
+      }
+    }
+    return add_slow(x);
+  }
   // Adds o's finite part (not its flags: the caller ORs `special`). False, nothing changed, when
   // the result would not fit.
-  bool add(const ExactSum& o) noexcept;
+  bool add(const ExactSum& o) noexcept {
+    // Inline: o at or above this scale, with |o.m << d| < 2^125 (o.m's bits from 125 - d up are
+    // all sign), so the sum cannot overflow; kept if it fits.
+    if (m != 0 && o.scale >= scale && o.scale - scale < 125) {
+      const int32_t d = o.scale - scale;
+      const __int128 top = o.m >> (125 - d);
+      if (top == 0 || top == -1) {
+        const __int128 r = m + (o.m << d);
+        if (fits(r)) {
+          m = r;
+          return true;
+        }
+      }
+    }
+    return add_slow(o);
+  }
   // The finite part, correctly rounded (flags ignored).
   double round() const noexcept;
   // The sum's value: the flags' NaN or infinity, else `finite`.
   double value(double finite) const noexcept;
   double value() const noexcept { return value(round()); }
+
+  // |m| < 2^125 (-2^125 <= m < 2^125), so two of them add without overflow.
+  static bool fits(__int128 r) noexcept {
+    const __int128 top = r >> 125;
+    return top == 0 || top == -1;
+  }
+
+ private:
+  bool add_slow(double x) noexcept;
+  bool add_slow(const ExactSum& o) noexcept;
 };
 
 class WideSum {

@@ -274,6 +274,15 @@ void AggStates::update_each(AggStates* const* states, const uint32_t* slots, siz
       }
       return;
     }
+    case AggKind::kSum:
+    case AggKind::kMean:
+      if (f.domain_ != Domain::kFloat) break;
+      if (!v.valid) return;
+      for (size_t i = 0; i < n; ++i) {
+        ++states[i]->cells_[slots[i]].n;
+        states[i]->add_float(slots[i], v.f);
+      }
+      return;
     case AggKind::kMin:
     case AggKind::kMax:
       if (!v.valid) return;
