@@ -108,6 +108,7 @@ class AggStates {
   };
   // Every byte zero: n, the flags, isum and at, and so the empty ExactSum that overlays them.
   static constexpr Cell kFresh{0, false, 0, {}};
+  static_assert(sizeof(Cell) == 48, "a cell stays 48 bytes: the exact float sum overlays the other states");
 
   // Float sums: adds to the cell's ExactSum, moving to a WideSum when it no longer fits.
   void add_float(uint32_t slot, double x);
