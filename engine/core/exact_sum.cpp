@@ -10,7 +10,6 @@ namespace {
 
 using u128 = unsigned __int128;
 
-
 u128 magnitude(__int128 v) noexcept { return v < 0 ? -static_cast<u128>(v) : static_cast<u128>(v); }
 
 int bit_length(u128 v) noexcept {

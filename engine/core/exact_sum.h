@@ -9,7 +9,7 @@
 // (math.fsum's result, without fsum's intermediate overflow).
 //
 // Two forms, so that the common case costs a shift and a 128-bit add:
-//  - ExactSum, 32 bytes: value = m * 2^scale with |m| < 2^125. Any sum whose terms span at most
+//  - ExactSum, 32 bytes: value = m * 2^scale with -2^125 <= m < 2^125 (fits()). Any sum whose terms span at most
 //    about 70 binary orders of magnitude fits (values from 1e-6 to 1e15 together, say).
 //  - WideSum, 272 bytes: a fixed-point integer in units of 2^-1074 (the least subnormal) wide
 //    enough for any sum of up to 2^63 finite doubles. A caller moves to it when ExactSum::add
