@@ -17,6 +17,7 @@
 // NaN and infinities are flags beside the finite part: the value is NaN if a NaN or both
 // infinities were added, else the infinity added, else the finite part rounded to nearest, ties
 // to even (a finite part beyond the double range rounds to an infinity, as IEEE rounding does).
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdint>
@@ -29,6 +30,7 @@ struct ExactSum {
   int32_t scale;
   uint8_t special;  // kNaN | kPosInf | kNegInf, of the terms added so far
   static constexpr uint8_t kNaN = 1, kPosInf = 2, kNegInf = 4;
+  static constexpr int32_t kHeadroom = 20;  // 53 + 20 bits for a first term: < 2^125 by far
 
   // Adds x. False, with nothing changed, when the finite part would no longer fit: add x to a
   // WideSum then. NaN and infinities always go in (as flags).
@@ -38,7 +40,17 @@ struct ExactSum {
     const auto bits = std::bit_cast<uint64_t>(x);
     const auto field = static_cast<int32_t>((bits >> 52) & 0x7ff);
     const int32_t e = field - 1075;
-    if (field != 0 && field != 0x7ff && m != 0 && e >= scale && e - scale <= 72) {
+    if (field == 0 || field == 0x7ff) return add_slow(x);
+    if (m == 0) {
+      // The first term: kHeadroom binary orders of magnitude below x's mantissa, so that later
+      // terms down to 2^-kHeadroom of it stay on the inline path (e >= scale); never below the
+      // least subnormal (round() relies on scale >= -1074).
+      scale = std::max(e - kHeadroom, -1074);
+      m = static_cast<__int128>((bits & ((uint64_t{1} << 52) - 1)) | (uint64_t{1} << 52)) << (e - scale);
+      if ((bits >> 63) != 0) m = -m;
+      return true;
+    }
+    if (e >= scale && e - scale <= 72) {
       __int128 v = static_cast<__int128>((bits & ((uint64_t{1} << 52) - 1)) | (uint64_t{1} << 52)) << (e - scale);
       if ((bits >> 63) != 0) v = -v;
       const __int128 r = m + v;
@@ -52,9 +64,14 @@ struct ExactSum {
   // Adds o's finite part (not its flags: the caller ORs `special`). False, nothing changed, when
   // the result would not fit.
   bool add(const ExactSum& o) noexcept {
+    if (m == 0) {  // a copy (an empty o copies as empty)
+      m = o.m;
+      scale = o.scale;
+      return true;
+    }
     // Inline: o at or above this scale, with |o.m << d| < 2^125 (o.m's bits from 125 - d up are
     // all sign), so the sum cannot overflow; kept if it fits.
-    if (m != 0 && o.scale >= scale && o.scale - scale < 125) {
+    if (o.scale >= scale && o.scale - scale < 125) {
       const int32_t d = o.scale - scale;
       const __int128 top = o.m >> (125 - d);
       if (top == 0 || top == -1) {

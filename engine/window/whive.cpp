@@ -12,7 +12,8 @@ WHive::WHive(const Schema& input, const AggregateQuery& query, int64_t batch_siz
     : WindowOutput(input, query, batch_size),
       mode_(mode),
       span_(window_.slices_per_window()),
-      updaters_(std::max<size_t>(updaters, 1)) {
+      updaters_(std::max<size_t>(updaters, 1)),
+      advance_slices_(window_.advance / window_.slice_length()) {
   if (span_ > kMaxSlicesPerWindow) {
     throw Error(ErrorKind::kInvalidInput,
                 "a window of size " + std::to_string(window_.size) + " advancing by " +
@@ -27,6 +28,7 @@ WHive::WHive(const Schema& input, const AggregateQuery& query, int64_t batch_siz
   ring_ = std::vector<Slot>(slots);
   mask_ = slots - 1;
   for (Slot& s : ring_) s.shards.resize(updaters_.size());
+  if (advance_slices_ < span_) suffix_.resize(static_cast<size_t>(span_));
   for (Updater& u : updaters_) {
     u.values.resize(prototypes_.size());
     if (mode_ != HiveMode::kSingle) u.keys = std::make_unique<KeyTable>(input, keys_.columns());
@@ -113,28 +115,108 @@ void WHive::emit(int64_t watermark) {
                                                                         __int128{m} * window_.slice_length()));
       if (watermark != INT64_MAX) k = std::min(k, window_.first_k(watermark));
       next_k_ = started_ ? std::max(next_k_, k) : k;
+      restart_combining(window_.first_slice(next_k_));
       started_ = true;
       next_known_ = true;
     }
     base_.store(window_.first_slice(next_k_), std::memory_order_release);
     if (window_.end(next_k_) > watermark) return;
-    const int64_t j0 = window_.first_slice(next_k_);
-    for (int64_t j = j0; j < j0 + span_; ++j) {
-      Slot& s = ring_[static_cast<uint64_t>(j) & mask_];
-      if (s.tag.load(std::memory_order_acquire) != j) continue;
-      for (WindowSet& shard : s.shards) {
-        if (shard.keys.empty()) continue;
-        to_.resize(shard.keys.size());
-        for (size_t from = 0; from < shard.keys.size(); ++from) to_[from] = acc_.slot(shard.keys[from], prototypes_);
-        for (size_t a = 0; a < acc_.aggs.size(); ++a) acc_.aggs[a].merge_all(shard.aggs[a], to_.data(), to_.size());
-      }
-    }
-    const bool empty = acc_.keys.empty();
-    WindowOutput::emit(next_k_, acc_);
+    WindowSet& window = combine(window_.first_slice(next_k_));
+    const bool empty = window.keys.empty();
+    window_keys_ = window.keys.size();
+    WindowOutput::emit(next_k_, window);
     ++next_k_;
     release_before(window_.first_slice(next_k_));
     if (empty) next_known_ = false;
   }
+}
+
+void WHive::fold(WindowSet& to, const WindowSet& from) {
+  if (from.keys.empty()) return;
+  to_.resize(from.keys.size());
+  for (size_t i = 0; i < from.keys.size(); ++i) to_[i] = to.slot(from.keys[i], prototypes_);
+  for (size_t a = 0; a < to.aggs.size(); ++a) to.aggs[a].merge_all(from.aggs[a], to_.data(), to_.size());
+}
+
+void WHive::restart_combining(int64_t j0) {
+  // After an empty window every slice before the next live one is empty, so nothing folded so far
+  // is needed; the current block is folded directly until the next one starts.
+  if (!started_ || absorbed_ < j0 - 1) absorbed_ = j0 - 1;
+  prefix_on_ = false;
+  suffix_block_ = kEmpty;
+}
+
+bool WHive::decide_prefix() const {
+  // Per slice, with e table entries per slice and w keys per window (a = advance_slices_):
+  // directly span_ * e / a merges; by blocks 2e (prefix, suffix) + w (the suffix chain) + w / a
+  // (prefix into suffix), both upper bounds; compared multiplied by a.
+  if (slice_entries_ < 0) return false;
+  const double e = slice_entries_;
+  const auto w = static_cast<double>(window_keys_);
+  const auto a = static_cast<double>(advance_slices_);
+  return 2 * a * e + (a + 1) * w < static_cast<double>(span_) * e;
+}
+
+void WHive::absorb_through(int64_t e) {
+  for (int64_t j = absorbed_ + 1; j <= e; ++j) {
+    const int64_t block = block_of(j);
+    const int64_t pos = j - block * span_;
+    if (pos == 0) {
+      prefix_on_ = decide_prefix();
+      prefix_.clear();
+      block_entries_ = 0;
+      block_slices_ = 0;
+    }
+    const Slot& s = ring_[static_cast<uint64_t>(j) & mask_];
+    if (s.tag.load(std::memory_order_acquire) == j) {
+      for (const WindowSet& shard : s.shards) {
+        block_entries_ += static_cast<int64_t>(shard.keys.size());
+        if (prefix_on_) fold(prefix_, shard);
+      }
+    }
+    ++block_slices_;
+    if (pos != span_ - 1) continue;
+    slice_entries_ = static_cast<double>(block_entries_) / static_cast<double>(block_slices_);
+    suffix_block_ = kEmpty;
+    if (!prefix_on_) continue;
+    // The block is complete: its suffixes from the first window not emitted on (earlier slices
+    // start no window left; they may be released already).
+    const int64_t start = j - pos;
+    const int64_t lo = std::max(start, window_.first_slice(next_k_));
+    for (int64_t i = j; i >= lo; --i) {
+      WindowSet& t = suffix_[static_cast<size_t>(i - start)];
+      t.clear();
+      const Slot& si = ring_[static_cast<uint64_t>(i) & mask_];
+      if (si.tag.load(std::memory_order_acquire) == i) {
+        for (const WindowSet& shard : si.shards) fold(t, shard);
+      }
+      if (i < j) fold(t, suffix_[static_cast<size_t>(i + 1 - start)]);  // later tuples after  // later tuples after
+    }
+    suffix_block_ = block;
+  }
+  absorbed_ = std::max(absorbed_, e);
+}
+
+WHive::WindowSet& WHive::combine(int64_t j0) {
+  const int64_t e = j0 + span_ - 1;
+  if (!suffix_.empty()) {
+    absorb_through(e);
+    const int64_t b = block_of(j0);
+    if (suffix_block_ == b) {
+      WindowSet& t = suffix_[static_cast<size_t>(j0 - b * span_)];
+      if (block_of(e) == b) return t;  // the window is the block
+      if (prefix_on_) {  // prefix_ holds block b + 1 through e
+        fold(t, prefix_);
+        return t;
+      }
+    }
+  }
+  for (int64_t j = j0; j <= e; ++j) {
+    const Slot& s = ring_[static_cast<uint64_t>(j) & mask_];
+    if (s.tag.load(std::memory_order_acquire) != j) continue;
+    for (const WindowSet& shard : s.shards) fold(acc_, shard);
+  }
+  return acc_;
 }
 
 }  // namespace pao::window

@@ -39,7 +39,26 @@
 //    under keys_mutex_ once per (updater, key); the output thread holds the mutex while it emits
 //    (it sorts and decodes keys). Updates of known keys take no lock.
 //  - Memory: the ring is the whole state; emitted slices are cleared and their slot reused, so
-//    memory is bounded by the ring size times the keys per slice.
+//    memory is bounded by the ring size times the keys per slice (and the combining state below
+//    by the same again).
+//
+// Combining slices into windows (output thread only). Directly, window k folds its span_ slices:
+// span_ table merges per key and window, which is most of the cost when each key has a few
+// tuples per slice (W-OI: 20 merges per key and window against ~2 tuples per key and slice).
+// Cheaper, and exact for every function because merges are associative and commutative (exact
+// float sums, Positions for first and last) or applied in time order (equal Positions), is to cut
+// the slice line into blocks of span_ slices, so that a window spans the end of one block and the
+// start of the next:
+//  - prefix_ folds each slice of the current block as the windows reach it (one merge per key
+//    and slice);
+//  - when a block's last slice is folded, suffix_[i] becomes the fold of its slices i..end, built
+//    backwards (one merge for the slice, one for suffix_[i + 1]);
+//  - window [j0, e] with j0 in block b and e in block b + 1 is suffix_[j0] folded with prefix_.
+// About 4 merges per key and slice instead of span_. With sparse keys (most keys in one slice of
+// the window) the suffixes hold nearly a window's keys each and that costs more than folding
+// directly, so each block picks from the last block's figures (decide_prefix()); a window whose
+// suffix or prefix was not built is folded directly, as is every window of spans no larger than
+// the advance (no slice is in two windows).
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -97,6 +116,17 @@ class WHive : public WindowOutput {
   int64_t min_live_slice() const;
   void release_before(int64_t slice);
 
+  // Combining (see above). fold(): `from`'s states into `to`'s, as if after them.
+  void fold(WindowSet& to, const WindowSet& from);
+  // The first window from slice j0 on after a start or a skip: no prefix or suffix is valid.
+  void restart_combining(int64_t j0);
+  // Folds slices (absorbed_, e] into prefix_ (and a finished block into suffix_) as chosen.
+  void absorb_through(int64_t e);
+  bool decide_prefix() const;
+  // Window [j0, j0 + span_)'s states: a suffix_ entry or acc_; emit() clears it.
+  WindowSet& combine(int64_t j0);
+  int64_t block_of(int64_t slice) const noexcept { return WindowSpec::floor_div(slice, span_); }
+
   HiveMode mode_;
   int64_t span_;    // slices per window
   std::vector<Slot> ring_;
@@ -114,6 +144,21 @@ class WHive : public WindowOutput {
   bool started_ = false;
   WindowSet acc_;             // the window being combined
   std::vector<uint32_t> to_;  // a shard's slots in acc_
+
+  // Combining state (output thread).
+  int64_t advance_slices_;     // slices per advance
+  int64_t absorbed_ = 0;       // the last slice folded into the combining state (once started)
+  bool prefix_on_ = false;     // prefix_ holds block_of(absorbed_)'s slices from its start
+  int64_t suffix_block_ = kEmpty;  // the block whose suffixes suffix_ holds (kEmpty: none)
+  WindowSet prefix_;
+  std::vector<WindowSet> suffix_;  // span_ entries, suffix_[i - block start]
+  // The last finished block's mean table entries per slice (all shards; -1: none seen yet), the
+  // running count for this block, and the keys of the last window emitted: decide_prefix()'s cost
+  // figures.
+  double slice_entries_ = -1;
+  int64_t block_entries_ = 0;
+  int64_t block_slices_ = 0;
+  size_t window_keys_ = 0;
 };
 
 }  // namespace pao::window

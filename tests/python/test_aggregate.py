@@ -161,6 +161,30 @@ def test_float_sums_are_exact_whatever_the_design():
         assert out["s"] == [1e300, 1e-300, 5e-324, -1e300, 5e-324], design
 
 
+@pytest.mark.parametrize("size,advance", [(20, 1), (12, 3), (10, 4)])
+def test_sliced_windows_switch_between_combining_by_blocks_and_directly(size, advance):
+    # The W-Hive folds windows from per-block prefixes and suffixes while keys are dense (many
+    # tuples per key and slice) and folds slices directly while they are sparse, choosing per block
+    # (engine/window/whive.h). Phases: dense, sparse (a new key per tuple), a gap that skips
+    # windows, dense again with ties; every switch must leave each window's states exact.
+    rng = np.random.default_rng(size * 100 + advance)
+    dense = np.sort(rng.integers(0, 400, 6000))
+    sparse = np.sort(rng.integers(400, 800, 800))
+    again = np.sort(rng.integers(2000, 2300, 4000))
+    t = np.concatenate([dense, sparse, again])
+    k = np.concatenate([rng.integers(0, 4, 6000), 10 + np.arange(800), rng.integers(0, 3, 4000)])
+    table = pa.table({"t": t, "k": k, "v": rng.standard_normal(len(t)), "i": rng.integers(-50, 50, len(t))})
+    tables = [table.filter(pa.array(rng.integers(0, 3, len(t)) == j)) for j in range(3)]
+    aggs = {"n": ("count", None), "s": ("sum", "v"), "m": ("mean", "i"), "lo": ("min", "v"), "hi": ("max", "i"),
+            "f": ("first", "v"), "l": ("last", "i")}
+    want = reference_aggregate(tables, time="t", key=["k"], size=size, advance=advance, offset=0, aggs=aggs)
+    for design in ("sliced", "tumlmc", "wiml"):
+        for threads in (1, 2):
+            got = run(tables, ["k"], size, advance, 0, aggs, design, 500, np.random.default_rng(1), threads=threads,
+                      batch_size=1000)
+            assert_same(got, want)
+
+
 def test_smart_meter_query_k_os_matches_reference():
     from pyarrow_ops.datasets import smart_meter_readings
 
