@@ -153,7 +153,9 @@ TEST(stress_shared_updaters_race_the_output_thread) {
     const size_t inputs = 2 + seed % 5;
     const size_t updaters = 1 + seed % 3;
     const int64_t size = 2 + static_cast<int64_t>(seed % 9), advance = 1 + static_cast<int64_t>(seed % 4);
-    const Inputs in = random_inputs(rng, inputs, 3000, 40);
+    // Few keys on even seeds: every key in most slices, so the output thread folds windows from
+    // block prefixes and suffixes (whive.h) while updaters race it; many keys fold directly.
+    const Inputs in = random_inputs(rng, inputs, 3000, seed % 2 == 0 ? 3 : 40);
     const AggregateQuery q = query(size, advance, 0, true);
     WHive hive(*tkv_schema(), q, 64, updaters, HiveMode::kShared);
     std::vector<std::atomic<int64_t>> progress(inputs);
@@ -200,7 +202,7 @@ TEST(stress_partitioned_updaters_race_the_output_thread) {
     std::mt19937_64 rng(seed);
     const size_t updaters = 2 + seed % 3;
     const int64_t size = 3 + static_cast<int64_t>(seed % 7), advance = 1 + static_cast<int64_t>(seed % 3);
-    const Inputs in = random_inputs(rng, 4, 2000, 30);
+    const Inputs in = random_inputs(rng, 4, 2000, seed % 2 == 0 ? 3 : 30);  // as above
     const auto order = merged(in);
     const AggregateQuery q = query(size, advance, 0, true);
     WHive hive(*tkv_schema(), q, 64, updaters, HiveMode::kPartitioned);
