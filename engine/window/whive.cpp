@@ -141,7 +141,9 @@ void WHive::fold(WindowSet& to, const WindowSet& from) {
 void WHive::restart_combining(int64_t j0) {
   // After an empty window every slice before the next live one is empty, so nothing folded so far
   // is needed; the current block is folded directly until the next one starts.
-  if (!started_ || absorbed_ < j0 - 1) absorbed_ = j0 - 1;
+  // (At the least slice there is nothing before: start there, folding it directly.)
+  const int64_t before = j0 == INT64_MIN ? j0 : j0 - 1;
+  if (!started_ || absorbed_ < before) absorbed_ = before;
   prefix_on_ = false;
   suffix_block_ = kEmpty;
 }
@@ -190,7 +192,7 @@ void WHive::absorb_through(int64_t e) {
       if (si.tag.load(std::memory_order_acquire) == i) {
         for (const WindowSet& shard : si.shards) fold(t, shard);
       }
-      if (i < j) fold(t, suffix_[static_cast<size_t>(i + 1 - start)]);  // later tuples after  // later tuples after
+      if (i < j) fold(t, suffix_[static_cast<size_t>(i + 1 - start)]);  // later tuples after
     }
     suffix_block_ = block;
   }
