@@ -41,15 +41,10 @@ struct ExactSum {
     const auto field = static_cast<int32_t>((bits >> 52) & 0x7ff);
     const int32_t e = field - 1075;
     if (field == 0 || field == 0x7ff) return add_slow(x);
-    if (m == 0) {
-      // The first term: kHeadroom binary orders of magnitude below x's mantissa, so that later
-      // terms down to 2^-kHeadroom of it stay on the inline path (e >= scale); never below the
-      // least subnormal (round() relies on scale >= -1074).
-      scale = std::max(e - kHeadroom, -1074);
-      m = static_cast<__int128>((bits & ((uint64_t{1} << 52) - 1)) | (uint64_t{1} << 52)) << (e - scale);
-      if ((bits >> 63) != 0) m = -m;
-      return true;
-    }
+    // The first term (m == 0: the scale means nothing yet) sets the scale kHeadroom binary orders
+    // of magnitude below x's mantissa, so that later terms down to 2^-kHeadroom of it stay on this
+    // path (e >= scale); never below the least subnormal (round() relies on scale >= -1074).
+    if (m == 0) scale = std::max(e - kHeadroom, -1074);
     if (e >= scale && e - scale <= 72) {
       __int128 v = static_cast<__int128>((bits & ((uint64_t{1} << 52) - 1)) | (uint64_t{1} << 52)) << (e - scale);
       if ((bits >> 63) != 0) v = -v;

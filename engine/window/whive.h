@@ -56,9 +56,9 @@
 //  - window [j0, e] with j0 in block b and e in block b + 1 is suffix_[j0] folded with prefix_.
 // About 4 merges per key and slice instead of span_. With sparse keys (most keys in one slice of
 // the window) the suffixes hold nearly a window's keys each and that costs more than folding
-// directly, so each block picks from the last block's figures (decide_prefix()); a window whose
-// suffix or prefix was not built is folded directly, as is every window of spans no larger than
-// the advance (no slice is in two windows).
+// directly, so each block picks from the last block's figures (decide_prefix()). A window whose
+// suffix or prefix was not built is folded directly, as is every window when the size is at most
+// the advance (then no slice is in two windows).
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -143,7 +143,7 @@ class WHive : public WindowOutput {
   bool next_known_ = false;  // false at the start and after an empty window: skip ahead
   bool started_ = false;
   WindowSet acc_;             // the window being combined
-  std::vector<uint32_t> to_;  // a shard's slots in acc_
+  std::vector<uint32_t> to_;  // fold(): `from`'s slots in `to`
 
   // Combining state (output thread).
   int64_t advance_slices_;     // slices per advance
