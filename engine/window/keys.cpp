@@ -106,10 +106,7 @@ KeyTable::KeyTable(const Schema& schema, std::vector<size_t> columns) : columns_
   for (size_t c : columns_) types_.push_back(schema.fields[c].type);
   packed_ = columns_.size() == 1 && types_[0].layout() != Layout::kOffsets32 &&
             types_[0].layout() != Layout::kOffsets64;
-  if (packed_) {
-    width_ = normalized_bytes(types_[0]);
-    slots_.assign(1024, Entry{0, kEmpty});
-  }
+  if (packed_) width_ = normalized_bytes(types_[0]);
 }
 
 uint32_t KeyTable::add_packed(uint64_t v) {
@@ -124,6 +121,62 @@ uint32_t KeyTable::packed_id(const Column& c, int64_t row) {
     return null_id_;
   }
   const uint64_t v = key_order_value(types_[0], c, row);
+  if (dense_on_) {
+    const uint64_t i = v - dense_lo_;  // wraps to a large value below dense_lo_
+    if (i < dense_.size() && dense_[i] != kEmpty) return dense_[i];
+    return dense_miss(v);
+  }
+  return hashed_id(v);
+}
+
+uint32_t KeyTable::dense_miss(uint64_t v) {
+  const uint64_t n = dense_.size();
+  if (v - dense_lo_ < n) {  // a new key inside the range
+    dense_min_ = std::min(dense_min_, v);
+    dense_max_ = std::max(dense_max_, v);
+    return dense_[v - dense_lo_] = add_packed(v);
+  }
+  // The range must cover v: widen it, at least doubling (amortized O(1) per key when keys arrive
+  // in value order), while the keys' values span at most kDenseSpread entries per key, or
+  // kDenseFloor entries (a few keys seen in random order of a small range, such as the first
+  // songs, look spread).
+  constexpr uint64_t kDenseSpread = 8;
+  constexpr uint64_t kDenseFloor = uint64_t{1} << 16;  // 256 KB
+  const uint64_t limit = std::max(kDenseSpread * (count_ + 1), kDenseFloor);
+  const uint64_t lo = n == 0 ? v : std::min(v, dense_min_);
+  const uint64_t hi = n == 0 ? v : std::max(v, dense_max_);
+  if (hi - lo >= limit) {
+    // Spread-out values: hash every key from now on.
+    dense_on_ = false;
+    std::vector<uint32_t>().swap(dense_);
+    slots_.assign(std::bit_ceil(std::max<size_t>(1024, 4 * (count_ + 1))), Entry{0, kEmpty});
+    const size_t mask = slots_.size() - 1;
+    for (uint32_t id = 0; id < value_of_.size(); ++id) {
+      if (id == null_id_) continue;
+      size_t t = static_cast<size_t>((value_of_[id] * 0x9E3779B97F4A7C15ULL) >> 20) & mask;
+      while (slots_[t].id != kEmpty) t = (t + 1) & mask;
+      slots_[t] = {value_of_[id], id};
+    }
+    return hashed_id(v);
+  }
+  // The spare room split around the keys' values (either side may get the next new key),
+  // clamped to the value range [0, 2^64 - 1].
+  const uint64_t size = std::min(limit, std::max<uint64_t>({hi - lo + 1, 2 * n, 64}));
+  const uint64_t spare = size - (hi - lo + 1);
+  const uint64_t top = ~uint64_t{0};
+  const uint64_t new_lo = std::min(lo - std::min(lo, spare / 2), top - (size - 1));
+  dense_min_ = lo;
+  dense_max_ = hi;
+  std::vector<uint32_t> grown(static_cast<size_t>(size), kEmpty);
+  for (uint32_t id = 0; id < value_of_.size(); ++id) {
+    if (id != null_id_) grown[static_cast<size_t>(value_of_[id] - new_lo)] = id;
+  }
+  dense_.swap(grown);
+  dense_lo_ = new_lo;
+  return dense_[static_cast<size_t>(v - new_lo)] = add_packed(v);
+}
+
+uint32_t KeyTable::hashed_id(uint64_t v) {
   size_t mask = slots_.size() - 1;
   size_t s = static_cast<size_t>((v * 0x9E3779B97F4A7C15ULL) >> 20) & mask;
   for (;;) {

@@ -45,11 +45,9 @@ bool WHive::update(size_t u, const Batch& batch, int64_t row, Position at) {
   Updater& up = updaters_[u];
   if (at.time < up.lo || at.time >= up.hi) locate(up, at.time);
   if (up.gap) return true;  // in a gap between windows
-  uint32_t own = 0;
-  if (mode_ != HiveMode::kSingle) {
-    own = up.keys->id(batch, row);
-    if (mode_ == HiveMode::kPartitioned && own % updaters_.size() != u) return true;  // another's key
-  }
+  // kSingle: the id in keys_ (one thread, no lock); otherwise this updater's own id.
+  const uint32_t own = mode_ == HiveMode::kSingle ? keys_.id(batch, row) : up.keys->id(batch, row);
+  if (mode_ == HiveMode::kPartitioned && own % updaters_.size() != u) return true;  // another's key
   const int64_t j = up.slice;
   Slot& s = ring_[static_cast<uint64_t>(j) & mask_];
   int64_t tag = s.tag.load(std::memory_order_acquire);
@@ -61,20 +59,22 @@ bool WHive::update(size_t u, const Batch& batch, int64_t row, Position at) {
     if (base == kEmpty || j - base >= static_cast<int64_t>(ring_.size())) return false;
     if (!s.tag.compare_exchange_strong(tag, j, std::memory_order_acquire) && tag != j) return false;
   }
-  uint32_t key = 0;
-  if (mode_ == HiveMode::kSingle) {
-    key = keys_.id(batch, row);
-  } else {
-    if (own >= up.shared.size()) up.shared.resize(static_cast<size_t>(own) + 1, WindowSet::kNoSlot);
-    key = up.shared[own];
-    if (key == WindowSet::kNoSlot) {  // a key new to this updater
-      std::lock_guard lock(keys_mutex_);
-      key = keys_.id(batch, row);
-      up.shared[own] = key;
-    }
-  }
+  if (own >= up.known.size()) up.known.resize(static_cast<size_t>(own) + 1);
+  Known& k = up.known[own];
   WindowSet& ws = s.shards[u];
-  const uint32_t slot = ws.slot(key, prototypes_);
+  if (k.slice != j) {  // the key's first tuple in this slice from this updater
+    if (k.shared == WindowSet::kNoSlot) {
+      if (mode_ == HiveMode::kSingle) {
+        k.shared = own;
+      } else {  // a key new to this updater
+        std::lock_guard lock(keys_mutex_);
+        k.shared = keys_.id(batch, row);
+      }
+    }
+    k.slot = ws.append(k.shared, prototypes_);
+    k.slice = j;
+  }
+  const uint32_t slot = k.slot;
   read_values(batch, row, up.values);
   for (size_t a = 0; a < ws.aggs.size(); ++a) ws.aggs[a].update(slot, up.values[a], at);
   return true;

@@ -88,24 +88,32 @@ class WindowOutput {
     std::vector<AggStates> aggs;
 
     static constexpr uint32_t kNoSlot = UINT32_MAX;
-    // The slot of `key`, added when absent; `states` are the prototypes for a first use.
+    // The slot of `key`, added when absent; `prototypes` are the states for a first use.
     uint32_t slot(uint32_t key, const std::vector<AggStates>& prototypes) {
       if (key >= slot_of_key.size()) slot_of_key.resize(static_cast<size_t>(key) + 1, kNoSlot);
       uint32_t s = slot_of_key[key];
       if (s == kNoSlot) {
-        if (aggs.empty()) aggs = prototypes;
-        s = static_cast<uint32_t>(keys.size());
+        s = append(key, prototypes);
         slot_of_key[key] = s;
-        keys.push_back(key);
-        for (AggStates& a : aggs) {
-          if (a.size() <= s) a.resize(std::max<size_t>(16, 2 * a.size()));  // cells past keys.size() stay fresh
-        }
+      }
+      return s;
+    }
+    // A new slot for `key`, without slot_of_key: for a set whose single writer tracks its keys'
+    // slots itself (a W-Hive shard). Such a set is only read through its keys and aggs.
+    uint32_t append(uint32_t key, const std::vector<AggStates>& prototypes) {
+      if (aggs.empty()) aggs = prototypes;
+      const auto s = static_cast<uint32_t>(keys.size());
+      keys.push_back(key);
+      for (AggStates& a : aggs) {
+        if (a.size() <= s) a.resize(std::max<size_t>(16, 2 * a.size()));  // cells past keys.size() stay fresh
       }
       return s;
     }
     // Empties the set, keeping its memory: only the touched entries are reset.
     void clear() {
-      for (uint32_t key : keys) slot_of_key[key] = kNoSlot;
+      if (!slot_of_key.empty()) {
+        for (uint32_t key : keys) slot_of_key[key] = kNoSlot;
+      }
       keys.clear();
       for (AggStates& a : aggs) a.clear();
     }

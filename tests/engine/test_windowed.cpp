@@ -308,6 +308,83 @@ const window::WindowSpec kShapes[] = {{10, 3, 0}, {4, 4, 1}, {3, 7, -2}, {20, 2,
 
 // ---- top_k -------------------------------------------------------------------------------------
 
+// KeyTable's packed path gives dense ids while the values lie close (an array indexed by value)
+// and hashes them once they spread. On value sequences that widen the dense range upward and
+// downward, arrive in random order, switch to hashing midway, or sit at the ends of the value
+// range, each row's id is its key's rank in first-seen order (nulls one key), and less() orders
+// ids as their values with null last.
+TEST(key_table_ids_are_first_seen_ranks_dense_or_hashed) {
+  std::mt19937_64 rng(7);
+  const auto sch = testing::schema({{"k", testing::type(TypeId::kUInt64), true}});
+  const auto signed_sch = testing::schema({{"k", testing::type(TypeId::kInt64), true}});
+  const uint64_t top = ~uint64_t{0};
+  std::vector<std::pair<std::string, std::vector<std::optional<uint64_t>>>> cases;
+  auto add = [&](std::string name, auto make) {
+    std::vector<std::optional<uint64_t>> v;
+    make(v);
+    cases.emplace_back(std::move(name), std::move(v));
+  };
+  add("ascending", [](auto& v) { for (uint64_t i = 0; i < 20000; ++i) v.push_back(1000 + i); });
+  add("descending", [](auto& v) { for (uint64_t i = 0; i < 20000; ++i) v.push_back(1000000 - 3 * i); });
+  add("shuffled small range", [&](auto& v) {
+    for (int i = 0; i < 30000; ++i) v.push_back(rng() % 40000);
+  });
+  add("dense then spread", [&](auto& v) {
+    for (int i = 0; i < 5000; ++i) v.push_back(rng() % 3000);
+    for (int i = 0; i < 5000; ++i) v.push_back(rng() % 3000 + (i % 7 == 0 ? rng() : 0));
+  });
+  add("ends of the range and nulls", [&](auto& v) {
+    for (int i = 0; i < 3000; ++i) {
+      const uint64_t r = rng() % 100;
+      v.push_back(r % 13 == 0 ? std::nullopt : std::optional<uint64_t>(i % 2 ? top - r : r));
+    }
+  });
+  add("top end, then downward", [&](auto& v) {
+    for (int i = 0; i < 3000; ++i) v.push_back(top - static_cast<uint64_t>(i) * 5 - rng() % 5);
+  });
+  for (bool is_signed : {false, true}) {
+    for (const auto& [name, values] : cases) {
+      const auto& s = is_signed ? signed_sch : sch;
+      std::vector<ColumnBuilder> b;
+      b.emplace_back(s->fields[0].type);
+      for (const auto& v : values) {
+        if (v) {
+          b[0].append_fixed(&*v);
+        } else {
+          b[0].append_null();
+        }
+      }
+      const Batch batch = finish_batch(s, b);
+      window::KeyTable table(*s, {0});
+      std::map<std::optional<uint64_t>, uint32_t> rank;
+      std::vector<std::optional<uint64_t>> of_id;
+      for (int64_t r = 0; r < batch.num_rows(); ++r) {
+        const auto& v = values[static_cast<size_t>(r)];
+        const auto [it, fresh] = rank.try_emplace(v, static_cast<uint32_t>(rank.size()));
+        if (fresh) of_id.push_back(v);
+        const uint32_t id = table.id(batch, r);
+        if (id != it->second) {
+          unit::fail(__FILE__, __LINE__, name + (is_signed ? " (int64)" : " (uint64)") + ": row " +
+                                             std::to_string(r) + " id " + std::to_string(id) +
+                                             ", want " + std::to_string(it->second));
+          break;
+        }
+      }
+      REQUIRE(table.size() == rank.size());
+      // Signed storage orders by the value as int64.
+      auto order_key = [&](const std::optional<uint64_t>& v) {
+        return is_signed ? static_cast<uint64_t>(static_cast<int64_t>(*v)) + (uint64_t{1} << 63) : *v;
+      };
+      for (int i = 0; i < 2000 && of_id.size() > 1; ++i) {
+        const auto a = static_cast<uint32_t>(rng() % of_id.size());
+        const auto c = static_cast<uint32_t>(rng() % of_id.size());
+        const bool want = of_id[a].has_value() && (!of_id[c] || order_key(of_id[a]) < order_key(of_id[c]));
+        CHECK_EQ(table.less(a, c), want);
+      }
+    }
+  }
+}
+
 TEST(top_k_by_hand) {
   using testing::type;
   auto sch = testing::schema({{"g", type(TypeId::kInt64), true}, {"x", type(TypeId::kFloat64), true}});
