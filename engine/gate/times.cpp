@@ -70,6 +70,7 @@ const int64_t* InputTimes::read(const Batch& batch) {
       }
     }
   }
+  if (t[0] < lo_ || t[n - 1] > hi_) out_of_range(t, n);  // sorted: the ends are the least and greatest
   rows_ += n;
   last_ = t[n - 1];
   floor_ = last_;
@@ -85,6 +86,15 @@ void InputTimes::heartbeat(int64_t time) {
   }
   heartbeat_ = time;
   floor_ = std::max(floor_, time);
+}
+
+void InputTimes::out_of_range(const int64_t* t, int64_t n) const {
+  int64_t r = 0;
+  if (t[0] >= lo_) r = std::upper_bound(t, t + n, hi_) - t;
+  throw Error(ErrorKind::kInvalidInput,
+              "input " + std::to_string(input_) + " has " + format_time_value(t[r], type_) + " in '" + column_ +
+                  "' at row " + std::to_string(rows_ + r) + ", outside the times " + why_ + ", " +
+                  (lo_ > hi_ ? std::string("none") : format_time_value(lo_, type_) + " to " + format_time_value(hi_, type_)));
 }
 
 void InputTimes::unsorted(int64_t row, int64_t value, int64_t previous, bool heartbeat) const {

@@ -34,6 +34,14 @@ class InputTimes {
   // an earlier heartbeat.
   void heartbeat(int64_t time);
 
+  // Times outside [lo, hi] are refused from now on (kInvalidInput naming the input, row and
+  // value, and `why`): a windowed aggregate's windows must fit the time column's range.
+  void limit(int64_t lo, int64_t hi, std::string why) {
+    lo_ = lo;
+    hi_ = hi;
+    why_ = std::move(why);
+  }
+
   int64_t rows() const noexcept { return rows_; }
   // The least time the input may still deliver.
   int64_t floor() const noexcept { return floor_; }
@@ -47,6 +55,11 @@ class InputTimes {
   std::string column_;
   size_t index_;
   DataType type_;
+  [[noreturn]] void out_of_range(const int64_t* t, int64_t n) const;
+
+  int64_t lo_ = INT64_MIN;
+  int64_t hi_ = INT64_MAX;
+  std::string why_;
   int64_t rows_ = 0;
   int64_t floor_ = INT64_MIN;
   int64_t last_ = INT64_MIN;       // time of the last row, if rows_ > 0

@@ -468,6 +468,7 @@ MultiwayAggregate::MultiwayAggregate(std::shared_ptr<const Schema> input_schema,
       time_index_(gate::check_input_schemas({input_schema_}, options_.query.time_column).time_index),
       push_locks_(inputs) {
   if (inputs_ == 0) throw Error(ErrorKind::kInvalidInput, "aggregate needs at least one input");
+  options_.query.window = options_.query.window.normalized();
   const size_t cores = std::max<size_t>(1, std::thread::hardware_concurrency());
   if (options_.threads == 0) options_.threads = std::max<size_t>(1, std::min<size_t>(inputs_, cores));
   options_.threads = std::min(options_.threads, inputs_);
@@ -527,9 +528,14 @@ MultiwayAggregate::MultiwayAggregate(std::shared_ptr<const Schema> input_schema,
     out_->record_ends(&emitted_ends_);
   }
   const DataType& type = input_schema_->fields[time_index_].type;
+  const bool wide = type.byte_width() == 8;
+  const auto [lo, hi] = options_.query.window.time_bounds(wide ? INT64_MIN : INT32_MIN, wide ? INT64_MAX : INT32_MAX);
   for (size_t i = 0; i < inputs_; ++i) {
     times_.push_back(std::make_unique<gate::InputTimes>(static_cast<uint32_t>(i), options_.query.time_column,
                                                         time_index_, type));
+    times_.back()->limit(lo, hi, "whose windows (size " + std::to_string(options_.query.window.size) + ", advance " +
+                                     std::to_string(options_.query.window.advance) +
+                                     ") fit the column's range, with one advance to spare");
   }
   if (options_.design == Design::kTuMLMC) {
     for (size_t u = 0; u < options_.update_threads; ++u) spawn([this, u] { update_loop(u); });

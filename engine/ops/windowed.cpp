@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string_view>
+#include <tuple>
 
 #include "core/builder.h"
 #include "core/error.h"
@@ -290,13 +291,16 @@ class TopK final : public Operator {
 // The time column read as int64, whatever its width, with the checks the operator relies on.
 class TimeReader {
  public:
-  TimeReader(const Schema& input, const std::string& column) : name_(column) {
+  TimeReader(const Schema& input, const std::string& column, const window::WindowSpec& window)
+      : name_(column), window_(window) {
     index_ = column_index(input, column, "time");
     type_ = input.fields[index_].type;
     if (!type_.is_temporal_key()) {
       throw Error(ErrorKind::kInvalidInput, "time column '" + column + "' has type " + type_.to_string() +
                                                 "; window_aggregate needs timestamp, date32, int32 or int64");
     }
+    const bool wide = type_.byte_width() == 8;
+    std::tie(lo_, hi_) = window.time_bounds(wide ? INT64_MIN : INT32_MIN, wide ? INT64_MAX : INT32_MAX);
   }
 
   int64_t at(const Batch& in, int64_t row) const {
@@ -304,7 +308,19 @@ class TimeReader {
     if (c.validity != nullptr && !c.is_valid(row)) {
       throw Error(ErrorKind::kNullTime, "window_aggregate: null in time column '" + name_ + "'");
     }
-    return type_.byte_width() == 4 ? int64_t{c.typed<int32_t>()[row]} : c.typed<int64_t>()[row];
+    const int64_t t = type_.byte_width() == 4 ? int64_t{c.typed<int32_t>()[row]} : c.typed<int64_t>()[row];
+    if (t < lo_ || t > hi_) out_of_range(t);
+    return t;
+  }
+
+  // As MultiwayAggregate's inputs (gate::InputTimes::limit): every window of a time must fit the
+  // column's range.
+  [[noreturn]] void out_of_range(int64_t t) const {
+    throw Error(ErrorKind::kInvalidInput,
+                "window_aggregate: time column '" + name_ + "' has " + format_time_value(t, type_) +
+                    ", outside the times whose windows (size " + std::to_string(window_.size) + ", advance " +
+                    std::to_string(window_.advance) + ") fit the column's range, with one advance to spare, " +
+                    (lo_ > hi_ ? std::string("none") : format_time_value(lo_, type_) + " to " + format_time_value(hi_, type_)));
   }
 
   [[noreturn]] void went_back(int64_t previous, int64_t now, const char* whose) const {
@@ -316,8 +332,11 @@ class TimeReader {
 
  private:
   std::string name_;
+  window::WindowSpec window_;
   size_t index_ = 0;
   DataType type_;
+  int64_t lo_ = INT64_MIN;
+  int64_t hi_ = INT64_MAX;
 };
 
 std::string describe_query(const window::AggregateQuery& q) {
@@ -337,7 +356,7 @@ std::string describe_query(const window::AggregateQuery& q) {
 class GlobalWindows final : public Operator {
  public:
   GlobalWindows(std::shared_ptr<const Schema> input, const window::AggregateQuery& query)
-      : input_(std::move(input)), time_(*input_, query.time_column), description_(describe_query(query)),
+      : input_(std::move(input)), time_(*input_, query.time_column, query.window), description_(describe_query(query)),
         windows_(*input_, query, INT64_MAX) {}  // one batch per call: take(true) cuts it
 
   std::string name() const override { return "window_aggregate"; }
@@ -382,7 +401,7 @@ class GlobalWindows final : public Operator {
 class KeyedWindows final : public Operator {
  public:
   KeyedWindows(std::shared_ptr<const Schema> input, const window::AggregateQuery& query)
-      : input_(std::move(input)), time_(*input_, query.time_column), description_(describe_query(query)),
+      : input_(std::move(input)), time_(*input_, query.time_column, query.window), description_(describe_query(query)),
         window_(query.window) {
     // WindowOutput validates the query exactly as aggregate() does and gives its output schema.
     output_ = window::WindowOutput(*input_, query, 1).output_schema();
@@ -567,7 +586,7 @@ OperatorPtr make_window_aggregate(std::shared_ptr<const Schema> input, std::stri
   window::AggregateQuery query;
   query.time_column = std::move(time);
   query.keys = std::move(keys);
-  query.window = window;
+  query.window = window.normalized();
   query.aggs = std::move(aggs);
   if (query.keys.empty()) return std::make_shared<GlobalWindows>(std::move(input), query);
   return std::make_shared<KeyedWindows>(std::move(input), query);

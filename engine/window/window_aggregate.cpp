@@ -25,7 +25,7 @@ std::vector<size_t> key_indices(const Schema& input, const std::vector<std::stri
 }  // namespace
 
 WindowOutput::WindowOutput(const Schema& input, const AggregateQuery& query, int64_t batch_size)
-    : window_(query.window), batch_size_(batch_size), keys_(input, key_indices(input, query.keys)) {
+    : window_(query.window.normalized()), batch_size_(batch_size), keys_(input, key_indices(input, query.keys)) {
   if (window_.size < 1 || window_.advance < 1) {
     throw Error(ErrorKind::kInvalidInput, "window size and advance must be at least 1, got size " +
                                               std::to_string(window_.size) + " and advance " +

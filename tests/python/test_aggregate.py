@@ -364,3 +364,39 @@ def test_live_heartbeats_release_windows_and_must_not_go_back():
         live.heartbeat(1, 5)
     with pytest.raises(po.UnsortedInputError):
         next(it)
+
+
+@pytest.mark.parametrize("offset", [0, 1, -(2**62) - 7, 2**63 - 5])
+def test_times_at_the_ends_of_the_int64_range(offset):
+    # A time is refused, naming the input, row and value, when a window holding it could start or
+    # end outside int64 (within size + advance of either end). Just inside, every design and the
+    # pipeline operator equal the reference whatever the offset: window and slice numbers stay
+    # inside int64 and off the W-Hive's INT64_MIN sentinel (before, tuples there were dropped, and
+    # the sliced designs could hang).
+    lo, hi = -(2**63), 2**63 - 1
+    size, advance = 5, 3
+    aggs = {"n": ("count", None), "f": ("first", "v"), "s": ("sum", "v")}
+    for base, rel in [(lo + size + advance, [0, 0, 1, 4, 9]), (hi - size - advance, [-9, -4, -1, 0, 0])]:
+        t = pa.table({"t": pa.array([base + r for r in rel], pa.int64()), "k": [1, 2, 1, 1, 2],
+                      "v": [1.0, 2.0, 3.0, 4.0, 5.0]})
+        inputs = [t.slice(0, 2), t.slice(2)]
+        want = reference_aggregate(inputs, time="t", key=["k"], size=size, advance=advance, offset=offset, aggs=aggs)
+        assert want.num_rows > 0
+        window = po.sliding(size, advance, offset)
+        named = {"n": po.count(), "f": po.first("v"), "s": po.sum("v")}
+        for design in po.DESIGNS:
+            got = po.aggregate(inputs, time="t", key="k", window=window, aggs=named, design=design, threads=2)
+            assert_same(got.to_arrow(), want)
+        piped = po.Pipeline(inputs, time="t").window_aggregate(window, named, key="k").run(threads=2).to_arrow()
+        order = [("window_start", "ascending"), ("k", "ascending")]
+        assert piped.sort_by(order).to_pylist() == want.sort_by(order).to_pylist()
+    for bad, row in [(lo + size + advance - 1, 0), (hi - size - advance + 1, 1)]:
+        t = pa.table({"t": pa.array([0, bad] if bad > 0 else [bad, 0], pa.int64()), "k": [1, 1], "v": [1.0, 2.0]})
+        message = f"input 1 has {bad} in 't' at row {row}, outside the times whose windows"
+        for design in po.DESIGNS:
+            with pytest.raises(po.InvalidInputError, match=message):
+                po.aggregate([t.slice(0, 0), t], time="t", key="k", window=po.sliding(size, advance, offset),
+                             aggs={"n": po.count()}, design=design).to_arrow()
+        with pytest.raises(po.InvalidInputError, match=f"has {bad}, outside the times whose windows"):
+            po.Pipeline(t, time="t").window_aggregate(po.sliding(size, advance, offset), {"n": po.count()},
+                                                      key="k").run(threads=2).to_arrow()
