@@ -6,7 +6,8 @@
 // the output order of docs/semantics.md (each column ascending, null last, NaN after every
 // number, -0.0 equal to 0.0, strings by UTF-8 bytes). One encoding gives hashing, equality,
 // ordering and, decoded, the output values. A single fixed-width key column (the common case:
-// meter, song, user ids) uses the same order packed into one uint64 and a flat hash table.
+// meter, song, user ids) uses the same order packed into one uint64, looked up in an array
+// indexed by value while the keys lie close together, and in a flat hash table otherwise.
 #include <cstdint>
 #include <string>
 #include <string_view>
