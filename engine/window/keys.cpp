@@ -149,14 +149,7 @@ uint32_t KeyTable::dense_miss(uint64_t v) {
     // Spread-out values: hash every key from now on.
     dense_on_ = false;
     std::vector<uint32_t>().swap(dense_);
-    slots_.assign(std::bit_ceil(std::max<size_t>(1024, 4 * (count_ + 1))), Entry{0, kEmpty});
-    const size_t mask = slots_.size() - 1;
-    for (uint32_t id = 0; id < value_of_.size(); ++id) {
-      if (id == null_id_) continue;
-      size_t t = static_cast<size_t>((value_of_[id] * 0x9E3779B97F4A7C15ULL) >> 20) & mask;
-      while (slots_[t].id != kEmpty) t = (t + 1) & mask;
-      slots_[t] = {value_of_[id], id};
-    }
+    rehash(std::bit_ceil(std::max<size_t>(1024, 4 * (count_ + 1))));
     return hashed_id(v);
   }
   // The spare room split around the keys' values (either side may get the next new key),
@@ -177,7 +170,7 @@ uint32_t KeyTable::dense_miss(uint64_t v) {
 }
 
 uint32_t KeyTable::hashed_id(uint64_t v) {
-  size_t mask = slots_.size() - 1;
+  const size_t mask = slots_.size() - 1;
   size_t s = static_cast<size_t>((v * 0x9E3779B97F4A7C15ULL) >> 20) & mask;
   for (;;) {
     const Entry& e = slots_[s];
@@ -187,18 +180,19 @@ uint32_t KeyTable::hashed_id(uint64_t v) {
   }
   const uint32_t id = add_packed(v);
   slots_[s] = {v, id};
-  if (count_ * 2 > slots_.size()) {  // grow at half full: probes stay short
-    std::vector<Entry> old(slots_.size() * 2, Entry{0, kEmpty});
-    old.swap(slots_);
-    mask = slots_.size() - 1;
-    for (const Entry& e : old) {
-      if (e.id == kEmpty) continue;
-      size_t t = static_cast<size_t>((e.value * 0x9E3779B97F4A7C15ULL) >> 20) & mask;
-      while (slots_[t].id != kEmpty) t = (t + 1) & mask;
-      slots_[t] = e;
-    }
-  }
+  if (count_ * 2 > slots_.size()) rehash(slots_.size() * 2);  // grow at half full: probes stay short
   return id;
+}
+
+void KeyTable::rehash(size_t size) {
+  slots_.assign(size, Entry{0, kEmpty});
+  const size_t mask = size - 1;
+  for (uint32_t id = 0; id < value_of_.size(); ++id) {
+    if (id == null_id_) continue;
+    size_t t = static_cast<size_t>((value_of_[id] * 0x9E3779B97F4A7C15ULL) >> 20) & mask;
+    while (slots_[t].id != kEmpty) t = (t + 1) & mask;
+    slots_[t] = {value_of_[id], id};
+  }
 }
 
 uint32_t KeyTable::encoded_id(const Batch& batch, int64_t row) {

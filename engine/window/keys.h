@@ -67,6 +67,8 @@ class KeyTable {
   // A value outside dense_'s range: widens the range, or leaves the dense path for good.
   uint32_t dense_miss(uint64_t normalized);
   uint32_t hashed_id(uint64_t normalized);
+  // Rebuilds the hash table with `size` (a power of two) entries from value_of_.
+  void rehash(size_t size);
 
   std::vector<size_t> columns_;
   std::vector<DataType> types_;
