@@ -93,8 +93,7 @@ void InputTimes::out_of_range(const int64_t* t, int64_t n) const {
   if (t[0] >= lo_) r = std::upper_bound(t, t + n, hi_) - t;
   throw Error(ErrorKind::kInvalidInput,
               "input " + std::to_string(input_) + " has " + format_time_value(t[r], type_) + " in '" + column_ +
-                  "' at row " + std::to_string(rows_ + r) + ", outside the times " + why_ + ", " +
-                  (lo_ > hi_ ? std::string("none") : format_time_value(lo_, type_) + " to " + format_time_value(hi_, type_)));
+                  "' at row " + std::to_string(rows_ + r) + ", outside the times " + why_);
 }
 
 void InputTimes::unsorted(int64_t row, int64_t value, int64_t previous, bool heartbeat) const {

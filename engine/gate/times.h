@@ -35,7 +35,8 @@ class InputTimes {
   void heartbeat(int64_t time);
 
   // Times outside [lo, hi] are refused from now on (kInvalidInput naming the input, row and
-  // value, and `why`): a windowed aggregate's windows must fit the time column's range.
+  // value, then "outside the times " + why): a windowed aggregate's windows must fit the time
+  // column's range (window::time_bounds_for).
   void limit(int64_t lo, int64_t hi, std::string why) {
     lo_ = lo;
     hi_ = hi;

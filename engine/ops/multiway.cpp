@@ -528,14 +528,11 @@ MultiwayAggregate::MultiwayAggregate(std::shared_ptr<const Schema> input_schema,
     out_->record_ends(&emitted_ends_);
   }
   const DataType& type = input_schema_->fields[time_index_].type;
-  const bool wide = type.byte_width() == 8;
-  const auto [lo, hi] = options_.query.window.time_bounds(wide ? INT64_MIN : INT32_MIN, wide ? INT64_MAX : INT32_MAX);
+  const window::TimeBounds bounds = window::time_bounds_for(options_.query.window, type);
   for (size_t i = 0; i < inputs_; ++i) {
     times_.push_back(std::make_unique<gate::InputTimes>(static_cast<uint32_t>(i), options_.query.time_column,
                                                         time_index_, type));
-    times_.back()->limit(lo, hi, "whose windows (size " + std::to_string(options_.query.window.size) + ", advance " +
-                                     std::to_string(options_.query.window.advance) +
-                                     ") fit the column's range, with one advance to spare");
+    times_.back()->limit(bounds.lo, bounds.hi, bounds.why);
   }
   if (options_.design == Design::kTuMLMC) {
     for (size_t u = 0; u < options_.update_threads; ++u) spawn([this, u] { update_loop(u); });

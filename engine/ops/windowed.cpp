@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <string_view>
-#include <tuple>
 
 #include "core/builder.h"
 #include "core/error.h"
@@ -292,15 +291,14 @@ class TopK final : public Operator {
 class TimeReader {
  public:
   TimeReader(const Schema& input, const std::string& column, const window::WindowSpec& window)
-      : name_(column), window_(window) {
+      : name_(column) {
     index_ = column_index(input, column, "time");
     type_ = input.fields[index_].type;
     if (!type_.is_temporal_key()) {
       throw Error(ErrorKind::kInvalidInput, "time column '" + column + "' has type " + type_.to_string() +
                                                 "; window_aggregate needs timestamp, date32, int32 or int64");
     }
-    const bool wide = type_.byte_width() == 8;
-    std::tie(lo_, hi_) = window.time_bounds(wide ? INT64_MIN : INT32_MIN, wide ? INT64_MAX : INT32_MAX);
+    bounds_ = window::time_bounds_for(window, type_);
   }
 
   int64_t at(const Batch& in, int64_t row) const {
@@ -309,18 +307,15 @@ class TimeReader {
       throw Error(ErrorKind::kNullTime, "window_aggregate: null in time column '" + name_ + "'");
     }
     const int64_t t = type_.byte_width() == 4 ? int64_t{c.typed<int32_t>()[row]} : c.typed<int64_t>()[row];
-    if (t < lo_ || t > hi_) out_of_range(t);
+    if (t < bounds_.lo || t > bounds_.hi) out_of_range(t);
     return t;
   }
 
   // As MultiwayAggregate's inputs (gate::InputTimes::limit): every window of a time must fit the
   // column's range.
   [[noreturn]] void out_of_range(int64_t t) const {
-    throw Error(ErrorKind::kInvalidInput,
-                "window_aggregate: time column '" + name_ + "' has " + format_time_value(t, type_) +
-                    ", outside the times whose windows (size " + std::to_string(window_.size) + ", advance " +
-                    std::to_string(window_.advance) + ") fit the column's range, with one advance to spare, " +
-                    (lo_ > hi_ ? std::string("none") : format_time_value(lo_, type_) + " to " + format_time_value(hi_, type_)));
+    throw Error(ErrorKind::kInvalidInput, "window_aggregate: time column '" + name_ + "' has " +
+                                              format_time_value(t, type_) + ", outside the times " + bounds_.why);
   }
 
   [[noreturn]] void went_back(int64_t previous, int64_t now, const char* whose) const {
@@ -332,11 +327,9 @@ class TimeReader {
 
  private:
   std::string name_;
-  window::WindowSpec window_;
   size_t index_ = 0;
   DataType type_;
-  int64_t lo_ = INT64_MIN;
-  int64_t hi_ = INT64_MAX;
+  window::TimeBounds bounds_;
 };
 
 std::string describe_query(const window::AggregateQuery& q) {

@@ -24,6 +24,15 @@ std::vector<size_t> key_indices(const Schema& input, const std::vector<std::stri
 
 }  // namespace
 
+TimeBounds time_bounds_for(const WindowSpec& window, const DataType& type) {
+  const bool wide = type.byte_width() == 8;
+  const auto [lo, hi] = window.time_bounds(wide ? INT64_MIN : INT32_MIN, wide ? INT64_MAX : INT32_MAX);
+  return {lo, hi,
+          "whose windows (size " + std::to_string(window.size) + ", advance " + std::to_string(window.advance) +
+              ") fit the column's range, with one advance to spare, " +
+              (lo > hi ? std::string("none") : format_time_value(lo, type) + " to " + format_time_value(hi, type))};
+}
+
 WindowOutput::WindowOutput(const Schema& input, const AggregateQuery& query, int64_t batch_size)
     : window_(query.window.normalized()), batch_size_(batch_size), keys_(input, key_indices(input, query.keys)) {
   if (window_.size < 1 || window_.advance < 1) {

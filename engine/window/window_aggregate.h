@@ -73,6 +73,16 @@ struct WindowSpec {
   }
 };
 
+// The times a windowed aggregate takes from a time column of `type` (WindowSpec::time_bounds over
+// the type's range: int64, or int32 for date32 and int32), and the words that end its refusal of
+// a time outside them ("outside the times " + why).
+struct TimeBounds {
+  int64_t lo;
+  int64_t hi;
+  std::string why;
+};
+TimeBounds time_bounds_for(const WindowSpec& window, const DataType& type);
+
 struct AggregateQuery {
   std::string time_column;
   std::vector<std::string> keys;
