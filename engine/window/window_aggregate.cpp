@@ -26,7 +26,10 @@ std::vector<size_t> key_indices(const Schema& input, const std::vector<std::stri
 
 TimeBounds time_bounds_for(const WindowSpec& window, const DataType& type) {
   const bool wide = type.byte_width() == 8;
-  const auto [lo, hi] = window.time_bounds(wide ? INT64_MIN : INT32_MIN, wide ? INT64_MAX : INT32_MAX);
+  const __int128 margin = __int128{window.size} + window.advance;
+  const auto clamp = [](__int128 v) { return static_cast<int64_t>(std::clamp<__int128>(v, INT64_MIN, INT64_MAX)); };
+  const int64_t lo = clamp(__int128{wide ? INT64_MIN : INT32_MIN} + margin);
+  const int64_t hi = clamp(__int128{wide ? INT64_MAX : INT32_MAX} - margin);
   return {lo, hi,
           "whose windows (size " + std::to_string(window.size) + ", advance " + std::to_string(window.advance) +
               ") fit the column's range, with one advance to spare, " +

@@ -49,23 +49,13 @@ struct WindowSpec {
   }
 
   // The same windows with the offset reduced to [0, advance): window and slice numbers then stay
-  // inside int64 for every time time_bounds() admits, whatever offset the user gave.
+  // inside int64 for every time time_bounds_for() admits, whatever offset the user gave.
   WindowSpec normalized() const noexcept {
     WindowSpec w = *this;
     if (advance < 1) return w;  // invalid: WindowOutput refuses it
     w.offset = static_cast<int64_t>(__int128{offset} - __int128{floor_div(offset, advance)} * advance);
     return w;
   }
-  // The times, within a time column's range [lo, hi], whose windows lie inside it too: a window
-  // holding t starts after t - size and ends by t + size. One advance more on each side keeps
-  // normalized()'s window and slice numbers inside int64 (and off the W-Hive's INT64_MIN
-  // sentinel). Empty (first > second) when a window is about as long as the range.
-  std::pair<int64_t, int64_t> time_bounds(int64_t lo, int64_t hi) const noexcept {
-    const __int128 margin = __int128{size} + advance;
-    const auto clamp = [](__int128 v) { return static_cast<int64_t>(std::clamp<__int128>(v, INT64_MIN, INT64_MAX)); };
-    return {clamp(lo + margin), clamp(hi - margin)};
-  }
-
   static int64_t floor_div(__int128 a, int64_t b) noexcept {
     __int128 q = a / b;
     if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
@@ -73,9 +63,12 @@ struct WindowSpec {
   }
 };
 
-// The times a windowed aggregate takes from a time column of `type` (WindowSpec::time_bounds over
-// the type's range: int64, or int32 for date32 and int32), and the words that end its refusal of
-// a time outside them ("outside the times " + why).
+// The times a windowed aggregate takes from a time column of `type` (its range: int64, or int32
+// for date32 and int32): those whose windows lie inside the range too. A window holding t starts
+// after t - size and ends by t + size; one advance more on each side keeps normalized()'s window
+// and slice numbers inside int64 (and off the W-Hive's INT64_MIN sentinel). Empty (lo > hi) when
+// a window is about as long as the range. `why` ends the refusal of a time outside them
+// ("outside the times " + why).
 struct TimeBounds {
   int64_t lo;
   int64_t hi;
