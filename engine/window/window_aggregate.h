@@ -1,7 +1,6 @@
 #pragma once
 // Window assignment and the window sets of a windowed, grouped aggregate, fed one tuple at a time
 // in the merged order by a single thread (the update and output stages of MQ, MQLF and TuMLSC).
-#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
