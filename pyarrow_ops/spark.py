@@ -16,6 +16,7 @@ from time import perf_counter_ns as time_ns
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:  # pyspark is an optional dependency (the "spark" extra)
 
 INPUT_COLUMN = "__pao_input"
 POSITION_COLUMN = "__pao_position"
+RANGE_COLUMN = "__pao_range"
 
 _session: SparkSession | None = None
 
@@ -76,6 +78,7 @@ def aggregate_udf(
     design: str = "auto",
     threads: int | None = None,
     timer: Any = None,
+    ranges: Mapping[int, tuple[int, int | None, int | None]] | None = None,
 ) -> tuple[Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], pa.Schema]:
     """A function for ``DataFrame.mapInArrow`` that aggregates one Spark partition, and its output
     schema (pyarrow; ``pyspark.sql.pandas.types.from_arrow_schema`` turns it into Spark's).
@@ -89,24 +92,49 @@ def aggregate_udf(
     ``timer``, for benchmarks: a Spark accumulator (``sparkContext.accumulator(0.0)``) that each
     partition adds its Python-side work to, in seconds: splitting by input and running the engine,
     not the time spent receiving batches from the JVM or waiting while Spark consumes the output.
+
+    ``ranges``, for a split by time (:func:`aggregate` with ``split="time"``): the rows carry the
+    int64 column ``__pao_range`` and are sorted by it first; it maps each value to (range index,
+    least window start kept or None, first window start not kept or None). Each range's rows are
+    aggregated on their own and only its windows are kept, in range order.
     """
     if INPUT_COLUMN not in input_schema.names:
         raise ValueError(f"the partition's rows need the input index column {INPUT_COLUMN!r}")
-    data_fields = [f for f in input_schema if f.name not in (INPUT_COLUMN, POSITION_COLUMN)]
+    data_fields = [f for f in input_schema if f.name not in (INPUT_COLUMN, POSITION_COLUMN, RANGE_COLUMN)]
     data_schema = pa.schema(data_fields)
     params = dict(time=time, key=key, window=window, aggs=aggs, design=design, threads=threads)
     empty = [data_schema.empty_table()]
     output_schema = _aggregate(empty, **params).to_arrow().schema
+
+    def aggregated(table: pa.Table) -> Iterator[pa.RecordBatch]:
+        index = table.column(INPUT_COLUMN)
+        # Every input keeps its index, empty or not: ties in time are broken by input index.
+        parts = [table.filter(pc.equal(index, i)).select(data_schema.names) for i in range(inputs)]
+        return _aggregate(parts, **params)
+
+    def results(table: pa.Table) -> Iterator[pa.RecordBatch]:
+        if ranges is None or RANGE_COLUMN not in table.column_names:
+            yield from aggregated(table)
+            return
+        # Rows sorted by range label first: each label's rows are one slice, aggregated on their own;
+        # a range keeps only the windows starting in it (the others lack tuples from the ranges before).
+        labels = table.column(RANGE_COLUMN).to_numpy()
+        cuts = [0, *(np.flatnonzero(labels[1:] != labels[:-1]) + 1).tolist(), len(labels)]
+        groups = sorted((ranges[int(labels[a])], a, b) for a, b in zip(cuts, cuts[1:]))
+        for (_, lo, hi), a, b in groups:
+            for batch in aggregated(table.slice(a, b - a)):
+                starts = pc.cast(batch.column(0), pa.int64()).to_numpy()
+                first = 0 if lo is None else int(np.searchsorted(starts, lo, "left"))
+                end = len(starts) if hi is None else int(np.searchsorted(starts, hi, "left"))
+                if end > first:
+                    yield batch.slice(first, end - first)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = _read(batches, input_schema)
         if table.num_rows == 0:
             return
         start = time_ns()
-        index = table.column(INPUT_COLUMN)
-        # Every input keeps its index, empty or not: ties in time are broken by input index.
-        parts = [table.filter(pc.equal(index, i)).select(data_schema.names) for i in range(inputs)]
-        for batch in _aggregate(parts, **params):
+        for batch in results(table):
             busy = time_ns() - start
             yield batch
             start = time_ns() - busy  # the time suspended in yield is Spark's, not ours
@@ -163,6 +191,7 @@ def aggregate(
     partitions: int | None = None,
     threads: int | None = None,
     ordered: bool = True,
+    split: str = "auto",
     timer: Any = None,
 ) -> DataFrame:
     """:func:`pyarrow_ops.aggregate` on Spark: the identical table, as a Spark DataFrame.
@@ -182,10 +211,19 @@ def aggregate(
             parallelism). Without a key everything runs in one partition, with a warning.
         threads: engine threads per partition (default: ``spark.task.cpus``, the cores Spark gives
             each task, so concurrent tasks do not compete for cores).
-        ordered: sort the result as in-process (the default). The rows are kept once (a local
-            checkpoint) for the sort; a checkpoint does not survive the loss of an executor, so on
-            a cluster that loses executors pass ``ordered=False`` and sort yourself: each
-            partition's rows are then in order, the partitions are not.
+        ordered: with ``split="key"``, sort the result as in-process (the default). The rows are
+            kept once (a local checkpoint) for the sort; a checkpoint does not survive the loss of
+            an executor, so on a cluster that loses executors pass ``ordered=False`` and sort
+            yourself: each partition's rows are then in order, the partitions are not. A split by
+            time needs no sort: its result is in order either way.
+        split: how the rows are spread over Spark partitions. ``"key"``: by key hash, each key's rows
+            in one partition, then the result is sorted (a shuffle of the window rows). ``"time"``:
+            by ranges of window starts, each range's rows (and those of the windows across its end)
+            in one partition, and the result is in order as computed, with no sort; it needs one
+            Spark job up front for the least and greatest time, and a Spark timestamp or integer
+            time column. ``"auto"`` (the default): ``"key"`` with a key, ``"time"`` without one.
+            Where the rows cannot be split (no key, and too short a time span or another time
+            type), they meet in one partition, with a warning that says why.
         timer: for benchmarks, an accumulator of the Python workers' seconds (see :func:`aggregate_udf`).
 
     Returns:
@@ -204,21 +242,124 @@ def aggregate(
 
     spark = tagged.sparkSession
     threads = threads or _task_cpus(spark)
-    if keys:
-        n = partitions or spark.sparkContext.defaultParallelism
+    n = partitions or spark.sparkContext.defaultParallelism
+    if split not in ("auto", "key", "time"):
+        raise ValueError(f"split must be 'auto', 'key' or 'time', got {split!r}")
+    if split == "auto":
+        split = "key" if keys else "time"
+    ranges = None
+    if split == "key" and keys:
         spread = tagged.repartition(n, *[F.col(k) for k in keys])
+        in_order = spread.sortWithinPartitions(INPUT_COLUMN, POSITION_COLUMN)
     else:
-        warnings.warn("pyarrow_ops.spark.aggregate: the query has no key, so every row must meet in one "
-                      "Spark partition (one Python worker) to be aggregated in merged order", stacklevel=2)
-        spread = tagged.repartition(1)
-    in_order = spread.sortWithinPartitions(INPUT_COLUMN, POSITION_COLUMN)
+        timed = _split_by_time(tagged, time, window, n) if split == "time" else None
+        if timed is None:
+            why = ("the query has no key" if not keys else "split='time' was asked for") + (
+                "" if split == "key" else ", and its rows could not be split by time (" + _time_split_limits + ")")
+            warnings.warn(f"pyarrow_ops.spark.aggregate: {why}, so every row must meet in one Spark partition "
+                          "(one Python worker) to be aggregated in merged order", stacklevel=2)
+            in_order = tagged.repartition(1).sortWithinPartitions(INPUT_COLUMN, POSITION_COLUMN)
+        else:
+            spread, ranges = timed
+            in_order = spread.sortWithinPartitions(RANGE_COLUMN, INPUT_COLUMN, POSITION_COLUMN)
     arrow_in = to_arrow_schema(in_order.schema, timezone="UTC")
     fn, arrow_out = aggregate_udf(arrow_in, n_inputs, time=time, key=keys or None, window=window, aggs=aggs,
-                                  design=design, threads=threads, timer=timer)
+                                  design=design, threads=threads, timer=timer, ranges=ranges)
     result = in_order.mapInArrow(fn, from_arrow_schema(arrow_out, prefer_timestamp_ntz=False))
-    if not ordered:
-        return result
+    if not ordered or ranges is not None or not keys:
+        return result  # in order already: time ranges in partition order, or one partition
     return _sorted(result, [F.col("window_start"), *[F.asc_nulls_last(k) for k in keys]])
+
+
+# Ranges hold at least this many window starts per window a tuple falls in, so the tuples copied into
+# two ranges (those of the windows across a boundary) stay under about 1 / _MIN_RANGE_WINDOWS of the rows.
+_MIN_RANGE_WINDOWS = 4
+_time_split_limits = ("the time column must be a Spark timestamp or integer column, and the rows must span at "
+                      f"least {2 * _MIN_RANGE_WINDOWS} x (size / advance) window starts")
+
+
+def _split_by_time(tagged: DataFrame, time: str, window: Window, n: int) -> tuple[DataFrame, dict] | None:
+    """The rows routed to ``n`` (or fewer) ranges of window starts, for a split by time: a column
+    ``__pao_range`` whose value sends the rows of range r to Spark partition r, and the ranges for
+    :func:`aggregate_udf`. None when the time column's type or the rows' time span does not allow it.
+
+    Range r computes the windows whose start lies in it, so a tuple goes to every range holding a
+    window it falls in: usually one, two for the tuples of windows across a boundary. The ranges are
+    equal spans of window starts between the least and the greatest time (one Spark job reads them).
+    Partition r is range r because the value is chosen so that Spark's hash partitioning,
+    pmod(hash(value), n), is r; the result then needs no sort: its partitions are in range order.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if time not in tagged.columns:
+        return None
+    dtype = tagged.schema[time].dataType
+    if isinstance(dtype, T.TimestampType):
+        t, units = F.unix_micros(F.col(time)), pa.timestamp("us", tz="UTC")
+    elif isinstance(dtype, (T.LongType, T.IntegerType, T.ShortType, T.ByteType)):
+        t, units = F.col(time).cast("long"), pa.int64()
+    else:
+        return None
+    try:
+        size, advance, offset = window.resolve(units)
+    except (TypeError, ValueError):
+        return None  # left to the engine's error
+    if size < 1 or advance < 1:
+        return None
+    lo, hi = tagged.select(t.alias("t")).agg(F.min("t"), F.max("t")).first()
+    if lo is None:
+        return None
+
+    def last_k(x: int) -> int:  # the last window starting at or before x
+        return (x - offset) // advance
+
+    per_tuple = -(-size // advance)
+    k0, k1 = last_k(lo - size) + 1, last_k(hi)
+    count = min(n, (k1 - k0 + 1) // (_MIN_RANGE_WINDOWS * per_tuple))
+    if count < 2:
+        return None
+    chunk = -(-(k1 - k0 + 1) // count)
+    count = -(-(k1 - k0 + 1) // chunk)
+    labels = _partition_values(tagged.sparkSession, count)
+
+    # Exact integer arithmetic in Spark SQL (floor division as (a - pmod(a, b)) div b).
+    def floor_div(a: str, b: int) -> str:
+        return f"(({a}) - pmod({a}, {b})) div {b}"
+
+    def range_of(k: str) -> str:
+        return f"least(greatest({floor_div(f'({k}) - ({k0})', chunk)}, 0), {count - 1})"
+
+    last = floor_div(f"__pao_t - ({offset})", advance)
+    first = floor_div(f"__pao_t - ({offset}) - ({size})", advance) + " + 1"
+    # A tuple in no window (a gap, advance > size) still goes to one range, for the engine's checks;
+    # so does a null time (range 0), for its error.
+    routed = (tagged.withColumn("__pao_t", t)
+              .withColumn(RANGE_COLUMN, F.explode(F.sequence(
+                  F.coalesce(F.expr(f"least({range_of(first)}, {range_of(last)})"), F.lit(0).cast("long")),
+                  F.coalesce(F.expr(range_of(last)), F.lit(0).cast("long")))))
+              .drop("__pao_t"))
+    value = F.element_at(F.array(*[F.lit(v).cast("long") for v in labels]), F.col(RANGE_COLUMN).cast("int") + 1)
+    spread = routed.withColumn(RANGE_COLUMN, value).repartition(count, RANGE_COLUMN)
+    start = lambda r: offset + (k0 + r * chunk) * advance  # noqa: E731
+    ranges = {labels[r]: (r, None if r == 0 else start(r), None if r == count - 1 else start(r + 1))
+              for r in range(count)}
+    return spread, ranges
+
+
+def _partition_values(spark: SparkSession, n: int) -> list[int]:
+    """For each r < n, a long that Spark's hash partitioning into n partitions sends to partition r:
+    the least v >= 0 with pmod(hash(v), n) == r, computed by Spark itself."""
+    from pyspark.sql import functions as F
+
+    found: dict[int, int] = {}
+    width = 16 * n
+    while len(found) < n:
+        rows = (spark.range(0, width).select("id", F.pmod(F.hash("id"), F.lit(n)).alias("p"))
+                .groupBy("p").agg(F.min("id").alias("v")).collect())
+        found = {int(r["p"]): int(r["v"]) for r in rows}
+        width *= 4
+    return [found[r] for r in range(n)]
 
 
 def _task_cpus(spark: SparkSession) -> int:

@@ -81,6 +81,59 @@ def test_spark_equals_in_process(spark, seed, n_inputs, keys, string_keys, size,
     RUNS["equal"] += 1
 
 
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), n_inputs=st.integers(1, 3), keyed=st.booleans(), size=st.integers(1, 8),
+       advance=st.integers(1, 8), offset=st.integers(0, 7), partitions=st.integers(1, 4))
+def test_split_by_time_equals_in_process(spark, seed, n_inputs, keyed, size, advance, offset, partitions):
+    """split="time": each range of window starts in its own partition, tuples of windows across a
+    boundary in both; the result needs no sort and is the in-process table, keyed or not."""
+    rng = random.Random(seed)
+    tables = _inputs(rng, n_inputs, 80, 4, False)
+    window = po.sliding(size=size, advance=advance, offset=offset)
+    key = "k" if keyed else None
+    expected = po.aggregate(tables, time="t", key=key, window=window, aggs=AGGS).to_arrow()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # spans too short to split fall back to one partition, warning
+        out = ps.aggregate([spark.createDataFrame(t) for t in tables], time="t", key=key, window=window,
+                           aggs=AGGS, split="time", partitions=partitions)
+    _same(out.toArrow(), expected)
+    RUNS["equal"] += 1
+
+
+def test_split_by_time_puts_each_range_in_its_own_partition(spark):
+    from pyspark.sql import functions as F
+
+    rows = 4000
+    t = pa.table({"t": pa.array(range(rows), pa.int64()), "v": pa.array([1.0] * rows)})
+    window = po.sliding(size=10, advance=5)
+    expected = po.aggregate(t, time="t", window=window, aggs={"n": po.count()}).to_arrow()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a keyless query that can be split must not warn
+        out = ps.aggregate([spark.createDataFrame(t)], time="t", window=window, aggs={"n": po.count()},
+                           partitions=4)
+    _same(out.toArrow(), expected)
+    layout = out.groupBy(F.spark_partition_id().alias("p")).agg(F.min("window_start").alias("lo"),
+                                                               F.max("window_start").alias("hi"),
+                                                               F.count("*").alias("n")).orderBy("p").collect()
+    assert [r["p"] for r in layout] == [0, 1, 2, 3]
+    assert all(a["hi"] < b["lo"] for a, b in zip(layout, layout[1:]))  # partition order is window order
+    assert sum(r["n"] for r in layout) == expected.num_rows
+    assert min(r["n"] for r in layout) > expected.num_rows // 8  # spread, not piled into one
+
+
+def test_split_by_time_falls_back_to_one_partition_with_a_warning(spark):
+    t = pa.table({"t": [1, 2, 3, 9], "k": [1, 2, 1, 2], "v": [1.0, 2.0, 3.0, 4.0]})
+    expected = po.aggregate(t, time="t", key="k", window=po.tumbling(5), aggs={"n": po.count()}).to_arrow()
+    with pytest.warns(UserWarning, match="could not be split by time"):
+        out = ps.aggregate([spark.createDataFrame(t)], time="t", key="k", window=po.tumbling(5),
+                           aggs={"n": po.count()}, split="time")
+    _same(out.toArrow(), expected)
+    with pytest.raises(ValueError, match="split must be"):
+        ps.aggregate([spark.createDataFrame(t)], time="t", key="k", window=po.tumbling(5),
+                     aggs={"n": po.count()}, split="hash")
+
+
 def test_empty_partitions_and_a_partition_with_one_key(spark):
     t = pa.table({"t": [1, 2, 3, 8], "k": [5, 5, 5, 5], "v": [1.0, 2.0, 3.0, 4.0]})
     expected = po.aggregate(t, time="t", key="k", window=po.tumbling(4), aggs=AGGS).to_arrow()
@@ -101,7 +154,7 @@ def test_result_goes_to_polars_through_arrow(spark):
     assert df["n"].to_list() == [1, 1, 1]
 
 
-def test_no_key_runs_in_one_partition_with_a_warning(spark):
+def test_no_key_and_too_short_a_span_runs_in_one_partition_with_a_warning(spark):
     t = pa.table({"t": [1, 2, 3, 9], "v": [1.0, 2.0, 3.0, 4.0]})
     expected = po.aggregate(t, time="t", window=po.tumbling(5), aggs={"n": po.count()}).to_arrow()
     with pytest.warns(UserWarning, match="no key"):
