@@ -208,7 +208,7 @@ def aggregate(
             sorted by ``time`` in this order, as in-process; an unsorted input raises the engine's
             error, naming input, row and values.
         partitions: Spark partitions the keys are hashed over (default: Spark's default
-            parallelism). Without a key everything runs in one partition, with a warning.
+            parallelism), or time ranges for ``split="time"`` (see ``split``).
         threads: engine threads per partition (default: ``spark.task.cpus``, the cores Spark gives
             each task, so concurrent tasks do not compete for cores).
         ordered: with ``split="key"``, sort the result as in-process (the default). The rows are
