@@ -254,8 +254,9 @@ def aggregate(
     else:
         timed = _split_by_time(tagged, time, window, n) if split == "time" else None
         if timed is None:
-            why = ("the query has no key" if not keys else "split='time' was asked for") + (
-                "" if split == "key" else ", and its rows could not be split by time (" + _time_split_limits + ")")
+            why = "the query has no key" if not keys else "split='time' was asked for"
+            if split == "time":
+                why += f", and its rows could not be split by time ({_TIME_SPLIT_LIMITS})"
             warnings.warn(f"pyarrow_ops.spark.aggregate: {why}, so every row must meet in one Spark partition "
                           "(one Python worker) to be aggregated in merged order", stacklevel=2)
             in_order = tagged.repartition(1).sortWithinPartitions(INPUT_COLUMN, POSITION_COLUMN)
@@ -274,7 +275,7 @@ def aggregate(
 # Ranges hold at least this many window starts per window a tuple falls in, so the tuples copied into
 # two ranges (those of the windows across a boundary) stay under about 1 / _MIN_RANGE_WINDOWS of the rows.
 _MIN_RANGE_WINDOWS = 4
-_time_split_limits = ("the time column must be a Spark timestamp or integer column, and the rows must span at "
+_TIME_SPLIT_LIMITS = ("the time column must be a Spark timestamp or integer column, and the rows must span at "
                       f"least {2 * _MIN_RANGE_WINDOWS} x (size / advance) window starts")
 
 
