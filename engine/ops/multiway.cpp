@@ -107,9 +107,10 @@ class CompletionLog {
 class Intake {
  public:
   virtual ~Intake() = default;
-  // Takes rows of `batch` from the first; returns how many. Without `wait`, stops when full
-  // (queues and the T-Gate take all rows or none); with it, waits for room.
-  virtual int64_t push(size_t slot, uint32_t input, const Batch& batch, const int64_t* times, bool wait) = 0;
+  // Takes rows of `batch` from the first until full and returns how many; never waits (queues
+  // and the T-Gate take all rows or none; give the T-Gate at most one arena's rows, 4096). The
+  // callers wait: produce() by feeding another input, push() in pause_push().
+  virtual int64_t push(size_t slot, uint32_t input, const Batch& batch, const int64_t* times) = 0;
   virtual void heartbeat(uint32_t input, int64_t time) = 0;
   virtual void close(uint32_t input) = 0;
   virtual void cancel() = 0;
@@ -132,8 +133,8 @@ class GateFeed final : public Feed {
  public:
   GateFeed(size_t inputs, size_t producers, size_t readers)
       : gate_(gate::TGateOptions{.inputs = inputs, .readers = readers, .producers = producers}) {}
-  int64_t push(size_t slot, uint32_t input, const Batch& b, const int64_t* t, bool wait) override {
-    return gate_.insert(slot, input, b, t, wait) ? b.num_rows() : 0;
+  int64_t push(size_t slot, uint32_t input, const Batch& b, const int64_t* t) override {
+    return gate_.insert(slot, input, b, t, false) ? b.num_rows() : 0;
   }
   void heartbeat(uint32_t input, int64_t time) override { gate_.heartbeat(input, time); }
   void close(uint32_t input) override { gate_.close(input); }
@@ -235,18 +236,18 @@ class QueueFeed final : public Feed {
     }
   }
 
-  int64_t push(size_t, uint32_t input, const Batch& b, const int64_t* t, bool wait) override {
+  int64_t push(size_t, uint32_t input, const Batch& b, const int64_t* t) override {
     Input& in = inputs_[input];
     const int64_t n = b.num_rows();
     if (n == 0) return 0;
     // Cancelled: take nothing more (as the T-Gate does), even where the queue has room.
     if (cancelled_.load(std::memory_order_acquire)) return 0;
-    if (!wait && in.queue->free_space() < static_cast<size_t>(n)) return 0;  // never stop mid-batch
+    if (in.queue->free_space() < static_cast<size_t>(n)) return 0;  // never stop mid-batch
     auto* held = new Batch(b);
     for (int64_t r = 0; r < n; ++r) {
       const Item item{held, r, t[r], r == n - 1};
       while (!in.queue->try_push(item)) {
-        if (cancelled_.load(std::memory_order_acquire) || (r == 0 && !wait)) {
+        if (cancelled_.load(std::memory_order_acquire) || r == 0) {
           if (r == 0) {
             delete held;
           } else {
@@ -383,35 +384,29 @@ class QueueFeed final : public Feed {
 //
 // Each tuple is applied with its Position (time, input, position in the input), so first and
 // last keep the tuple the merged order would have kept. position_[input] counts the input's
-// applied rows; only the thread pushing the input touches it, and one thread at a time does (a
-// producer owns its inputs; push() holds the input's push lock, whose release and acquire order
-// successive pushers).
+// applied rows; one thread at a time touches it: a producer owns its inputs, and in the push form
+// push(), heartbeat(), close() and the output thread's drain of a backlog hold the input's push
+// lock, whose release and acquire order them.
 class HiveIntake final : public Intake {
  public:
-  HiveIntake(window::WHive& hive, MultiwayAggregate::Progress* progress, size_t inputs, Signal& signal,
-             const std::atomic<bool>& stopping)
-      : hive_(hive), progress_(progress), position_(inputs, 0), signal_(signal), stopping_(stopping) {}
+  HiveIntake(window::WHive& hive, MultiwayAggregate::Progress* progress, size_t inputs, Signal& signal)
+      : hive_(hive), progress_(progress), position_(inputs, 0), signal_(signal) {}
 
-  int64_t push(size_t slot, uint32_t input, const Batch& b, const int64_t* t, bool wait) override {
+  int64_t push(size_t slot, uint32_t input, const Batch& b, const int64_t* t) override {
     const int64_t n = b.num_rows();
     int64_t& position = position_[input];
-    const int64_t base = position;  // rows [0, r) of this batch are applied and counted
-    int64_t r = 0;
-    while (r < n) {
-      if (hive_.update(slot, b, r, window::Position::of(t[r], input, base + r))) {
-        ++r;
-        continue;
+    for (int64_t r = 0; r < n; ++r) {
+      if (!hive_.update(slot, b, r, window::Position::of(t[r], input, position + r))) {
+        // The slice's slot is busy until slower inputs let the output thread emit it (or no
+        // watermark has come yet): publish what is done, and the time this input waits at, so
+        // it never holds the watermark back; the caller feeds another input or waits.
+        publish(input, t[r], r);
+        position += r;
+        return r;
       }
-      // The slice's slot is busy until slower inputs let the output thread emit it: publish
-      // what is done (so this input never holds the watermark back) and let the caller feed
-      // another input, or wait here.
-      publish(input, t[r], base + r - position);
-      position = base + r;
-      if (!wait || stopping_.load(std::memory_order_acquire)) return r;
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
-    if (n > 0) publish(input, t[n - 1], base + n - position);
-    position = base + n;
+    if (n > 0) publish(input, t[n - 1], n);
+    position += n;
     return n;
   }
   void heartbeat(uint32_t input, int64_t time) override { publish(input, time, 0); }
@@ -432,7 +427,6 @@ class HiveIntake final : public Intake {
   MultiwayAggregate::Progress* progress_;
   std::vector<int64_t> position_;  // per input: rows applied (see the class comment)
   Signal& signal_;
-  const std::atomic<bool>& stopping_;
 };
 
 }  // namespace
@@ -518,7 +512,8 @@ MultiwayAggregate::MultiwayAggregate(std::shared_ptr<const Schema> input_schema,
   if (hive_) out_ = hive_.get();
   if (progress_count_ > 0) progress_ = std::make_unique<Progress[]>(progress_count_);
   if (options_.design == Design::kWiML) {
-    intake_ = std::make_unique<HiveIntake>(*hive_, progress_.get(), inputs_, *signal_, stopping_);
+    intake_ = std::make_unique<HiveIntake>(*hive_, progress_.get(), inputs_, *signal_);
+    backlogs_ = std::make_unique<Backlog[]>(inputs_);
     in_ = intake_.get();
   } else {
     in_ = feed_.get();
@@ -583,6 +578,32 @@ void MultiwayAggregate::rethrow_failure() {
   std::rethrow_exception(failure_);
 }
 
+// WiML's push form: rows a push could not apply yet, because their slice's slot still holds an
+// older slice or no watermark has come yet (whive.h), in push order, with a heartbeat or close
+// that came after them. The input's push lock guards all of it; `held` lets the output thread
+// skip inputs with nothing held without taking their locks (release by the holder after the
+// change, acquire by the reader; a stale false only delays a drain to the output thread's next
+// round, since the pusher itself drains too).
+struct MultiwayAggregate::Backlog {
+  struct Rows {
+    Batch batch;
+    std::vector<int64_t> copy;  // the times, where InputTimes' buffer is reused by the next read
+    const int64_t* times = nullptr;
+    int64_t applied = 0;
+  };
+  std::deque<Rows> rows;
+  int64_t count = 0;               // rows held, not applied
+  int64_t bound = INT64_MIN;       // a heartbeat after the held rows
+  bool closed = false;             // a close after the held rows
+  std::atomic<bool> held{false};  // rows, bound or closed pending
+};
+
+namespace {
+// Rows one push hands the feed at a time: a T-Gate arena, so that a full gate refuses the push
+// instead of waiting inside it (pause_push() waits, and sees Ctrl-C).
+constexpr int64_t kPushChunk = 4096;
+}  // namespace
+
 void MultiwayAggregate::push(uint32_t input, const Batch& batch) {
   if (input >= inputs_) {
     throw Error(ErrorKind::kUsage, "input " + std::to_string(input) + " does not exist; the aggregate has " +
@@ -597,13 +618,89 @@ void MultiwayAggregate::push(uint32_t input, const Batch& batch) {
   try {
     const int64_t* t = times_[input]->read(batch);
     const int64_t at = now_ns();
-    if (batch.num_rows() > 0 && in_->push(input, input, batch, t, true) > 0 && completions_) {
-      completions_->raise(input, t[batch.num_rows() - 1], at);
+    const int64_t n = batch.num_rows();
+    if (n == 0) return;
+    auto last_check = std::chrono::steady_clock::now();
+    int pauses = 0;
+    if (intake_) {
+      // WiML: apply what the W-Hive takes now and hold the rest, so that a push never waits for
+      // the output thread (a single thread may push every input, then read). Wait only while
+      // the input holds kBacklogRows or more, as the T-Gate waits when an input's arenas are full.
+      Backlog& b = backlogs_[input];
+      const int64_t took = drain(input) ? in_->push(input, input, batch, t) : 0;
+      if (took < n) {
+        Backlog::Rows& r = b.rows.emplace_back();
+        r.batch = batch;
+        r.applied = took;
+        if (input_schema_->fields[time_index_].type.byte_width() == 8) {  // t points into the batch
+          r.times = t;
+        } else {
+          r.copy.assign(t, t + n);
+          r.times = r.copy.data();
+        }
+        b.count += n - took;
+        b.held.store(true, std::memory_order_release);
+      }
+      if (completions_) completions_->raise(input, t[n - 1], at);
+      while (b.count >= kBacklogRows && !drain(input)) {
+        if (!pause_push(pauses, last_check)) return;
+      }
+      return;
     }
+    for (int64_t done = 0; done < n;) {
+      const int64_t len = std::min(kPushChunk, n - done);
+      const int64_t took = in_->push(input, input, done == 0 && len == n ? batch : batch.slice(done, len), t + done);
+      if (took > 0) {
+        done += took;
+        pauses = 0;
+      } else if (!pause_push(pauses, last_check)) {
+        return;
+      }
+    }
+    if (completions_) completions_->raise(input, t[n - 1], at);
   } catch (...) {
     fail(std::current_exception());  // nothing past the fault: the run stops here
     throw;
   }
+}
+
+// A push waiting for room. Room frees when the output thread reads, which sends no wake-up to
+// pushers, so this polls: 20 us at first, doubling to 1 ms while the wait lasts, and every 50 ms
+// it lets Python see Ctrl-C (a pusher may be the main thread). False once the run is stopping:
+// the push returns, taking no more (a failure is thrown instead).
+bool MultiwayAggregate::pause_push(int& pauses, std::chrono::steady_clock::time_point& last_check) {
+  if (stopping_.load(std::memory_order_acquire)) {
+    rethrow_failure();
+    return false;
+  }
+  std::this_thread::sleep_for(std::chrono::microseconds(20 << std::min(pauses++, 5)));
+  maybe_check_interrupt(last_check);
+  return true;
+}
+
+// Applies the input's held rows in order, then a held heartbeat or close. True when nothing is
+// held any more. The caller holds the input's push lock.
+bool MultiwayAggregate::drain(uint32_t input) {
+  Backlog& b = backlogs_[input];
+  if (!b.held.load(std::memory_order_relaxed)) return true;
+  while (!b.rows.empty()) {
+    Backlog::Rows& r = b.rows.front();
+    const int64_t n = r.batch.num_rows();
+    const int64_t took = in_->push(input, input, r.batch.slice(r.applied, n - r.applied), r.times + r.applied);
+    r.applied += took;
+    b.count -= took;
+    if (r.applied < n) return false;
+    b.rows.pop_front();
+  }
+  if (b.closed) {
+    in_->close(input);
+  } else if (b.bound != INT64_MIN) {
+    in_->heartbeat(input, b.bound);
+  }
+  b.bound = INT64_MIN;
+  b.closed = false;
+  b.held.store(false, std::memory_order_release);
+  return true;
 }
 
 void MultiwayAggregate::heartbeat(uint32_t input, int64_t time) {
@@ -615,12 +712,21 @@ void MultiwayAggregate::heartbeat(uint32_t input, int64_t time) {
     throw;
   }
   if (completions_) completions_->raise(input, time, now_ns());
+  if (intake_ && !drain(input)) {
+    // Behind held rows: published once they are applied (a bound says every earlier tuple is).
+    backlogs_[input].bound = std::max(backlogs_[input].bound, time);
+    return;
+  }
   in_->heartbeat(input, time);
 }
 
 void MultiwayAggregate::close(uint32_t input) {
   std::lock_guard lock(push_locks_[input]);
   if (completions_) completions_->raise(input, INT64_MAX, now_ns());
+  if (intake_ && !drain(input)) {
+    backlogs_[input].closed = true;
+    return;
+  }
   in_->close(input);
 }
 
@@ -737,7 +843,7 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
           at = now_ns();
         }
         Batch part = (done[m] == 0 && len == p.batch.num_rows()) ? p.batch : p.batch.slice(done[m], len);
-        const int64_t took = in_->push(slot, mine[m], part, p.times + done[m], false);
+        const int64_t took = in_->push(slot, mine[m], part, p.times + done[m]);
         if (took == 0) {
           if (stopping_.load(std::memory_order_acquire)) return;
           continue;
@@ -933,6 +1039,21 @@ std::optional<Batch> MultiwayAggregate::next_hive() {
     const int64_t before = out_->window_sets_emitted();
     hive_->emit(watermark);
     stats_.window_sets += out_->window_sets_emitted() - before;
+    // WiML's push form: the emit may have freed the slots held rows wait for. Apply them here,
+    // so that they need no further push; an input whose pusher holds its lock drains itself.
+    // Their progress bumps signal_ past `seen`, so the loop goes round again.
+    if (backlogs_) {
+      for (uint32_t i = 0; i < inputs_; ++i) {
+        if (!backlogs_[i].held.load(std::memory_order_acquire) || !push_locks_[i].try_lock()) continue;
+        std::lock_guard lock(push_locks_[i], std::adopt_lock);
+        try {
+          drain(i);
+        } catch (...) {
+          fail(std::current_exception());
+          throw;
+        }
+      }
+    }
     if (watermark == INT64_MAX) {
       ended_ = true;
       // WiML: each input's applied tuples; TuMLMC: every update thread reads every tuple.

@@ -87,7 +87,10 @@ class MultiwayAggregate : public BatchSource {
   std::optional<Batch> next() override;
 
   // Push form: any thread, at most one at a time per input. push() validates the batch (schema,
-  // null and unsorted times, naming input and row) and waits while the engine is full.
+  // null and unsorted times, naming input and row) and waits while the engine is full: the
+  // input's T-Gate arenas or queue, or for WiML kBacklogRows rows held (a WiML push holds what
+  // the W-Hive cannot take yet rather than wait for the output thread). A waiting push sees
+  // Ctrl-C through check_interrupt, as next() does.
   void push(uint32_t input, const Batch& batch);
   void heartbeat(uint32_t input, int64_t time);
   void close(uint32_t input);
@@ -123,6 +126,8 @@ class MultiwayAggregate : public BatchSource {
   std::optional<Batch> next_hive();
   std::optional<Batch> hand_out(bool flush);
   void maybe_check_interrupt(std::chrono::steady_clock::time_point& last);
+  bool pause_push(int& pauses, std::chrono::steady_clock::time_point& last_check);
+  bool drain(uint32_t input);  // kWiML push form, under push_locks_[input]
   void record_latencies(int64_t handed_out_ns);
   void fail(std::exception_ptr e);
   void rethrow_failure();
@@ -142,6 +147,11 @@ class MultiwayAggregate : public BatchSource {
   size_t progress_count_ = 0;
   std::vector<std::unique_ptr<gate::InputTimes>> times_;
   std::vector<std::mutex> push_locks_;  // push form: one pusher per input at a time
+  // kWiML push form: per input, the rows a push could not apply yet (multiway.cpp).
+  struct Backlog;
+  std::unique_ptr<Backlog[]> backlogs_;
+  // As many rows as the T-Gate's back-pressure lets an input hold (16 arenas of 4096).
+  static constexpr int64_t kBacklogRows = 65536;
 
   std::vector<std::unique_ptr<BatchSource>> sources_;
   std::vector<std::thread> threads_;

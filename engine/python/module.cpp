@@ -89,15 +89,21 @@ void define_errors(nb::module_& m) {
   });
 }
 
-// Pulls one batch without the GIL. A Python error stored by a failed source is re-raised as a
-// copy, so raising it again on a later call still carries the original exception.
-std::optional<Batch> pull(BatchSource& source) {
+// Runs `f` without the GIL. A Python error stored by a failed run (a KeyboardInterrupt, a
+// failing Python input) is re-raised as a copy: raising moves the error out of the object, and
+// the run raises the same stored object again on every later call.
+template <class F>
+auto without_gil(F&& f) {
   try {
     nb::gil_scoped_release nogil;
-    return source.next();
+    return f();
   } catch (const nb::python_error& e) {
     throw nb::python_error(e);
   }
+}
+
+std::optional<Batch> pull(BatchSource& source) {
+  return without_gil([&] { return source.next(); });
 }
 
 // The result side of an aggregate as a BatchSource; the Aggregation handle shares the operator.
@@ -250,20 +256,17 @@ NB_MODULE(_engine, m) {
                  arrow::import_schema(*from_capsule<ArrowSchema>(schema, "arrow_schema")));
              Batch b = arrow::import_batch(from_capsule<ArrowArray>(array, "arrow_array"), sch,
                                            "a batch pushed to input " + std::to_string(input));
-             nb::gil_scoped_release nogil;
-             a.op->push(input, b);
+             without_gil([&] { a.op->push(input, b); });
            },
            "input"_a, "schema"_a, "array"_a)
       .def("heartbeat",
            [](Aggregation& a, uint32_t input, int64_t time) {
-             nb::gil_scoped_release nogil;
-             a.op->heartbeat(input, time);
+             without_gil([&] { a.op->heartbeat(input, time); });
            },
            "input"_a, "time"_a)
       .def("close",
            [](Aggregation& a, uint32_t input) {
-             nb::gil_scoped_release nogil;
-             a.op->close(input);
+             without_gil([&] { a.op->close(input); });
            },
            "input"_a)
       .def("cancel", [](Aggregation& a) { a.op->cancel(); })

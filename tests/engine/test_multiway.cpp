@@ -1,4 +1,4 @@
-// The multiway windowed aggregate in every design (MQ, MQLF, TuMLSC): results equal a sequential
+// The multiway windowed aggregate in every design (MQ, MQLF, TuMLSC, sliced, TuMLMC, WiML): results equal a sequential
 // reference under concurrent pushers (random batch sizes, heartbeats, closes) and engine
 // producers; cancel and interrupt stop every thread. Run under ThreadSanitizer by
 // `make tsan-test`, which is what the stress cases are for: the queues and the gate are shared
@@ -24,9 +24,10 @@ using pao::ops::MultiwayOptions;
 
 namespace {
 
-constexpr Design kDesigns[] = {Design::kMQ, Design::kMQLF, Design::kTuMLSC};
+constexpr Design kDesigns[] = {Design::kMQ,     Design::kMQLF,   Design::kTuMLSC,
+                                Design::kSliced, Design::kTuMLMC, Design::kWiML};
 
-const char* name(Design d) { return d == Design::kMQ ? "mq" : d == Design::kMQLF ? "mqlf" : "tumlsc"; }
+const char* name(Design d) { return ops::design_name(d); }
 
 // Input rows: time t, group key k, value v (all int64; v identifies the row, so first and last
 // check the merged order).
@@ -208,8 +209,78 @@ TEST(push_form_with_concurrent_pushers_equals_the_reference) {
       if (got != expected) std::fprintf(stderr, "  design %s, round %d\n", name(design), round);
       CHECK_EQ(got.size(), expected.size());
       CHECK(got == expected);
-      CHECK(op.peak_live_arenas().has_value() == (design == Design::kTuMLSC));
+      const bool gate = design == Design::kTuMLSC || design == Design::kSliced || design == Design::kTuMLMC;
+      CHECK(op.peak_live_arenas().has_value() == gate);
     }
+  }
+}
+
+TEST(one_thread_pushes_every_input_then_reads) {
+  // No reader while the pushes run: every design must take them without waiting (the T-Gate and
+  // the queues buffer; WiML holds what the W-Hive cannot take yet, before any watermark too).
+  // Batches of 50 rows, a few per input, alternating inputs; then the closes, then the reads.
+  auto schema = input_schema();
+  std::mt19937_64 rng(5);
+  for (Design design : kDesigns) {
+    std::vector<Rows> inputs = random_inputs(rng, 3, 400);
+    MultiwayOptions o = options(design, 13);
+    const std::vector<Row> expected = reference(inputs, o.query.window);
+    MultiwayAggregate op(schema, 3, std::move(o));
+    std::vector<size_t> next(3, 0);
+    for (bool more = true; more;) {
+      more = false;
+      for (uint32_t i = 0; i < 3; ++i) {
+        const size_t n = std::min<size_t>(50, inputs[i].size() - next[i]);
+        if (n == 0) continue;
+        op.push(i, make_batch(schema, inputs[i], next[i], n));
+        next[i] += n;
+        more = true;
+      }
+    }
+    for (uint32_t i = 0; i < 3; ++i) op.close(i);
+    const std::vector<Row> got = read_all(op);
+    if (got != expected) std::fprintf(stderr, "  design %s\n", name(design));
+    CHECK(got == expected);
+  }
+}
+
+TEST(wiml_pushes_beyond_the_backlog_bound_race_the_reader) {
+  // Input 0's pusher runs far ahead of input 1's, which starts late and pushes slowly: input 0's
+  // rows are held (more than kBacklogRows of them, so its pushes wait), while the reader emits
+  // as input 1 comes and drains the held rows under input 0's push lock, racing its pusher.
+  auto schema = input_schema();
+  for (int round = 0; round < 3; ++round) {
+    Rows a, b;
+    for (int64_t t = 0; t < 150000; ++t) {
+      a.t.push_back(t);
+      a.k.push_back(t % 7);
+      a.v.push_back(t);
+      if (t % 3 == round) {
+        b.t.push_back(t);
+        b.k.push_back(t % 5);
+        b.v.push_back(-t);
+      }
+    }
+    const std::vector<Rows> inputs{a, b};
+    MultiwayOptions o = options(Design::kWiML, 4096);
+    const std::vector<Row> expected = reference(inputs, o.query.window);
+    MultiwayAggregate op(schema, 2, std::move(o));
+    std::vector<Row> got;
+    std::thread reader([&] { got = read_all(op); });
+    std::thread ahead([&] {
+      for (size_t r = 0; r < a.size(); r += 3000) op.push(0, make_batch(schema, a, r, std::min<size_t>(3000, a.size() - r)));
+      op.close(0);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    for (size_t r = 0; r < b.size(); r += 500) {
+      op.push(1, make_batch(schema, b, r, std::min<size_t>(500, b.size() - r)));
+      if (r < 10000) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    op.close(1);
+    ahead.join();
+    reader.join();
+    if (got != expected) std::fprintf(stderr, "  round %d\n", round);
+    CHECK(got == expected);
   }
 }
 
