@@ -2,6 +2,7 @@
 
     python -m pyarrow_ops.bench_aggregate [--rows 2000000] [--inputs 1,4,20] [--repeat 2] [--threads auto]
         [--designs mq,tumlsc] [--queries k-OI,W-OI] [--peers polars,duckdb,spark] [--latency-designs tumlsc]
+        [--push-designs sliced,wiml]
 
 1. T-Gate against a concurrent skip list that checks readiness by scanning every input (Figure 7).
 2. The queries of the paper's Table 2 (``QUERIES``): k-OI, k-OS on smart meters (243 keys), K-OI, K-OS on
@@ -20,6 +21,9 @@
    of its rows. The inputs arrive as from live sources, in batches of ``LATENCY_BATCH`` rows, paced at
    half of the design's maximum throughput in that same configuration (measured first, unpaced; the
    table shows it beside the maximum with whole batches from table 2).
+4. With ``--push-designs``: the push form's throughput on the ``--queries``, ``live_aggregate`` fed by one
+   Python thread per input in ``PUSH_BATCH``-row batches, every table equal to the first design's, and
+   the design ``auto`` picks for it.
 Throughputs are the best of ``--repeat`` runs, interleaved across contenders (``query_table``); the
 machine is shared, so compare within one run. Spark (local[2]) is started once; its start-up and a small
 warm-up query are reported and not counted.
@@ -28,6 +32,7 @@ warm-up query are reported and not counted.
 from __future__ import annotations
 
 import argparse
+import threading
 import time as clock
 from typing import NamedTuple
 
@@ -63,6 +68,7 @@ PEERS = {  # name: (function, formulations)
 }
 LATENCY_QUERY = "k-OS"
 LATENCY_BATCH = 64  # rows per batch of the paced inputs
+PUSH_BATCH = 4096  # rows per pushed batch in the push-form table
 RELATIVE_TOLERANCE = 1e-9
 _workloads: dict[tuple[str, int, int], list[pa.Table]] = {}
 
@@ -296,6 +302,52 @@ def latency_table(rows: int, inputs: list[int], designs: list[str], threads: int
                   f"{np.percentile(lat, 99):>7.3f} {lat.size:>11}", flush=True)
 
 
+def _push_run(tables, q: Query, design: str) -> tuple[float, pa.Table]:
+    """live_aggregate fed by one Python thread per input (PUSH_BATCH-row batches), read by this one."""
+    live = po.live_aggregate(tables[0].schema, inputs=len(tables), time="time", key=q.key,
+                             window=po.sliding(q.size_ms, q.advance_ms), aggs=_engine_aggs(q), design=design)
+    batches = [t.to_batches(max_chunksize=PUSH_BATCH) for t in tables]
+
+    def feed(i: int) -> None:
+        for b in batches[i]:
+            live.push(i, b)
+        live.close(i)
+
+    start = clock.perf_counter()
+    feeders = [threading.Thread(target=feed, args=(i,)) for i in range(len(tables))]
+    for f in feeders:
+        f.start()
+    out = list(live)
+    for f in feeders:
+        f.join()
+    return clock.perf_counter() - start, pa.Table.from_batches(out)
+
+
+def push_table(rows: int, inputs: list[int], designs: list[str], queries: list[str], repeat: int) -> None:
+    """The push form's throughput (live_aggregate, a pushing thread per input), the designs interleaved."""
+    print(f"\nlive_aggregate, a pushing thread per input, {PUSH_BATCH}-row batches (Mt/s, best of {repeat})")
+    print(f"{'query':>5} {'inputs':>6} " + " ".join(f"{d:>7}" for d in designs) + "  chosen")
+    for qid in queries:
+        q = QUERIES[qid]
+        for k in inputs:
+            tables = workload(q.dataset, rows, k)
+            best: dict[str, float] = {}
+            first = None
+            for _ in range(repeat):
+                for d in designs:
+                    secs, out = _push_run(tables, q, d)
+                    if first is None:
+                        first = out
+                    elif not same_table(out, first):
+                        raise AssertionError(f"{d} on {qid}, {k} inputs: the push form's table differs")
+                    best[d] = max(best.get(d, 0.0), rows / secs / 1e6)
+            chosen = po.live_aggregate(tables[0].schema, inputs=k, time="time", key=q.key,
+                                       window=po.sliding(q.size_ms, q.advance_ms), aggs=_engine_aggs(q))
+            name = chosen.stats()["design"]
+            chosen.cancel()
+            print(f"{qid:>5} {k:>6} " + " ".join(f"{best[d]:>7.2f}" for d in designs) + f"  {name}", flush=True)
+
+
 def _names(text: str, allowed, what: str, parser: argparse.ArgumentParser) -> list[str]:
     names = [x.strip() for x in text.split(",") if x.strip()]
     unknown = [x for x in names if x not in allowed]
@@ -317,6 +369,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency-query", default=LATENCY_QUERY, help="the query of the latency table")
     parser.add_argument("--latency-designs", default=None,
                         help="designs of the latency table (default: the first of --designs; '' for none)")
+    parser.add_argument("--push-designs", default="",
+                        help="designs of the push-form table (live_aggregate fed by threads; default '': none)")
     args = parser.parse_args(argv)
     inputs = [int(x) for x in args.inputs.split(",")]
     threads = [None if x.strip() == "auto" else int(x) for x in args.threads.split(",")]
@@ -331,6 +385,9 @@ def main(argv: list[str] | None = None) -> None:
                           peer_names=peer_names, spark=spark)
     if latency:
         latency_table(args.rows, inputs, latency, threads[0], results, args.latency_query)
+    push = _names(args.push_designs, po.DESIGNS, "design", parser) if args.push_designs else []
+    if push:
+        push_table(args.rows, inputs, push, queries, args.repeat)
 
 
 if __name__ == "__main__":

@@ -443,15 +443,13 @@ const char* design_name(Design d) noexcept {
   return "?";
 }
 
-Design choose_design(const Schema& input, const window::AggregateQuery& query, bool pushed) {
+Design choose_design(const Schema& input, const window::AggregateQuery& query) {
   const window::WindowOutput probe(input, query, 1);  // validates the query
   if (query.window.slices_per_window() > window::WHive::kMaxSlicesPerWindow) return Design::kTuMLSC;
-  // WiML whatever the number of inputs and producer threads: with no merge, its producer and
-  // output threads run side by side, and it measured faster than `sliced` with one producer too
-  // (docs/aggregate.md). Not for the push form: WiML applies a push at once, so a push can wait
-  // for the consumer from the start, where the T-Gate buffers up to its back-pressure bound first.
-  if (!pushed) return Design::kWiML;
-  return Design::kSliced;
+  // WiML whatever the number of inputs and producer threads, pulled or pushed: with no merge, its
+  // producer and output threads run side by side, and it measured faster than `sliced` with one
+  // producer too, and with pushing threads (docs/aggregate.md).
+  return Design::kWiML;
 }
 
 MultiwayAggregate::MultiwayAggregate(std::shared_ptr<const Schema> input_schema, size_t inputs,

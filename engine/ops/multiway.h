@@ -38,8 +38,7 @@ const char* design_name(Design d) noexcept;
 
 // design="auto": the design expected fastest for the query on this machine (docs/aggregate.md
 // gives the rule and the measurements behind it).
-// `pushed`: the push form (user threads produce).
-Design choose_design(const Schema& input, const window::AggregateQuery& query, bool pushed);
+Design choose_design(const Schema& input, const window::AggregateQuery& query);
 
 struct MultiwayOptions {
   window::AggregateQuery query;

@@ -312,7 +312,7 @@ NB_MODULE(_engine, m) {
                                                    ops::Design::kTuMLSC, ops::Design::kSliced,
                                                    ops::Design::kTuMLMC, ops::Design::kWiML};
         if (design == "auto") {
-          o.design = ops::choose_design(*sch, o.query, inputs.empty());
+          o.design = ops::choose_design(*sch, o.query);
         } else {
           bool found = false;
           for (ops::Design d : kDesigns) {
