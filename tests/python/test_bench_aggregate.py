@@ -78,3 +78,12 @@ def test_latency_runs_record_one_latency_per_window_set(design):
     for rate in (0.0, 200_000.0):  # unpaced, and paced at 0.2 Mt/s
         _, lat = bench_aggregate._latency_run(tables, 3, q, design, None, rate)
         assert lat.size == len(window_sets) and (lat >= 0).all()
+
+
+def test_push_table_prints_each_design_and_the_one_auto_picks(capsys):
+    bench_aggregate.push_table(5000, [1, 3], ["sliced", "wiml", "tumlsc"], ["k-OI", "W-OI"], 1)
+    lines = capsys.readouterr().out.splitlines()
+    rows = _section(lines, next(line for line in lines if line.split()[:2] == ["query", "inputs"]))
+    assert [(r[0], r[1]) for r in rows] == [("k-OI", "1"), ("k-OI", "3"), ("W-OI", "1"), ("W-OI", "3")]
+    assert all(float(x) > 0 for r in rows for x in r[2:5])
+    assert all(r[5] == "wiml" for r in rows)  # docs/aggregate.md: auto's rule for these windows
