@@ -22,6 +22,23 @@ int64_t now_ns() {
       .count();
 }
 
+// A batch kept for later hand-over to the intake, with its times. InputTimes' buffer is reused by
+// its next read, so the times are copied unless they point into the batch (8-byte time columns).
+struct TimedBatch {
+  Batch batch;
+  const int64_t* times = nullptr;
+  std::vector<int64_t> copy;
+  void keep(Batch b, const int64_t* t, bool times_in_batch) {
+    batch = std::move(b);
+    if (times_in_batch) {
+      times = t;
+    } else {
+      copy.assign(t, t + batch.num_rows());
+      times = copy.data();
+    }
+  }
+};
+
 }  // namespace
 
 // A counter of events the output thread may wait for. bump() takes the mutex only when a waiter
@@ -583,10 +600,7 @@ void MultiwayAggregate::rethrow_failure() {
 // change, acquire by the reader; a stale false only delays a drain to the output thread's next
 // round, since the pusher itself drains too).
 struct MultiwayAggregate::Backlog {
-  struct Rows {
-    Batch batch;
-    std::vector<int64_t> copy;  // the times, where InputTimes' buffer is reused by the next read
-    const int64_t* times = nullptr;
+  struct Rows : TimedBatch {
     int64_t applied = 0;
   };
   std::deque<Rows> rows;
@@ -628,14 +642,8 @@ void MultiwayAggregate::push(uint32_t input, const Batch& batch) {
       const int64_t took = drain(input) ? in_->push(input, input, batch, t) : 0;
       if (took < n) {
         Backlog::Rows& r = b.rows.emplace_back();
-        r.batch = batch;
+        r.keep(batch, t, times_in_batch());
         r.applied = took;
-        if (input_schema_->fields[time_index_].type.byte_width() == 8) {  // t points into the batch
-          r.times = t;
-        } else {
-          r.copy.assign(t, t + n);
-          r.times = r.copy.data();
-        }
         b.count += n - took;
         b.held.store(true, std::memory_order_release);
       }
@@ -761,10 +769,7 @@ void MultiwayAggregate::spawn(std::function<void()> body) {
 // input it has heartbeated all of them, which is what keeps back-pressure free of deadlock.
 void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
                                 std::vector<std::unique_ptr<BatchSource>*> sources) {
-  struct Pending {
-    Batch batch;
-    const int64_t* times = nullptr;
-    std::vector<int64_t> copy;  // InputTimes' buffer is reused on the next read
+  struct Pending : TimedBatch {
     bool ended = false;
   };
   try {
@@ -792,13 +797,7 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
           continue;
         }
         const int64_t* t = times_[mine[m]]->read(*b);
-        p.batch = std::move(*b);
-        if (input_schema_->fields[time_index_].type.byte_width() == 8) {  // t points into the batch
-          p.times = t;
-        } else {
-          p.copy.assign(t, t + p.batch.num_rows());
-          p.times = p.copy.data();
-        }
+        p.keep(std::move(*b), t, times_in_batch());
         return;
       }
     };

@@ -127,6 +127,8 @@ class MultiwayAggregate : public BatchSource {
   void maybe_check_interrupt(std::chrono::steady_clock::time_point& last);
   bool pause_push(int& pauses, std::chrono::steady_clock::time_point& last_check);
   bool drain(uint32_t input);  // kWiML push form, under push_locks_[input]
+  // InputTimes::read returns a pointer into the batch (an 8-byte time column), not its buffer.
+  bool times_in_batch() const { return input_schema_->fields[time_index_].type.byte_width() == 8; }
   void record_latencies(int64_t handed_out_ns);
   void fail(std::exception_ptr e);
   void rethrow_failure();

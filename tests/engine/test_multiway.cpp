@@ -1,8 +1,8 @@
 // The multiway windowed aggregate in every design (MQ, MQLF, TuMLSC, sliced, TuMLMC, WiML): results equal a sequential
 // reference under concurrent pushers (random batch sizes, heartbeats, closes) and engine
 // producers; cancel and interrupt stop every thread. Run under ThreadSanitizer by
-// `make tsan-test`, which is what the stress cases are for: the queues and the gate are shared
-// between the pushing threads and the output thread.
+// `make tsan-test`, which is what the stress cases are for: the queues, the gate, the W-Hive and
+// WiML's held rows are shared between the pushing threads and the output thread.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
