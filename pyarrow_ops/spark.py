@@ -34,6 +34,13 @@ RANGE_COLUMN = "__pao_range"
 
 _session: SparkSession | None = None
 
+# Spark settings for the Arrow UDFs this module runs. With maxBytesPerBatch below Int.MaxValue (its
+# default is 64 MiB), Spark measures the Arrow batch it is filling after every row it adds, before
+# the row count (maxRecordsPerBatch, 10,000) ends the batch anyway; on the W-OI benchmark (10M
+# tuples, local[2]) that measuring took about a quarter of the JVM's samples, and the query ran in
+# 6.92 s without it against 9.48 s with it (docs/spark.md, "Performance").
+ARROW_SETTINGS = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)}
+
 
 def session() -> SparkSession:
     """One local[2] SparkSession for the process (created on first use, then reused).
@@ -41,7 +48,8 @@ def session() -> SparkSession:
     Settings for a small machine: 2 cores, 4 shuffle partitions (the default 200 makes every small
     query pay for 200 tasks), no web UI or progress bar, 4 GB driver memory (it applies only if this
     call starts the JVM), results of any size collected, Arrow transfers on, session time zone UTC.
-    On a cluster, build your own session instead; nothing here needs this one.
+    On a cluster, build your own session instead; nothing here needs this one, but do copy
+    ``ARROW_SETTINGS`` into it (docs/spark.md, "Performance").
     """
     global _session
     if _session is None or _session.sparkContext._jsc is None:  # none yet, or stopped since
@@ -61,6 +69,7 @@ def session() -> SparkSession:
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.sql.session.timeZone", "UTC")
+            .config(map=ARROW_SETTINGS)
             .getOrCreate()
         )
         _session.sparkContext.setLogLevel("ERROR")
@@ -85,8 +94,10 @@ def aggregate_udf(
 
     The partition's rows must carry the int column ``__pao_input`` (the input index, 0 to
     ``inputs`` - 1) and be in input order within each input (``sortWithinPartitions(__pao_input,
-    position)``); ``input_schema`` is the schema of the batches Spark hands over, those two columns
-    included. Rows of one key must all be in one partition (``repartition(n, *key)``). The function
+    position)``); or, as :func:`aggregate` arranges them, only a long ``__pao_position`` with the
+    index packed into its high bits (``_packed_position``), sorted by it. ``input_schema`` is the
+    schema of the batches Spark hands over, those columns included. A null or out-of-range index
+    raises ``InvalidInputError``. Rows of one key must all be in one partition (``repartition(n, *key)``). The function
     reads the whole partition, splits it by input, and yields the window rows of ``aggregate``.
 
     ``timer``, for benchmarks: a Spark accumulator (``sparkContext.accumulator(0.0)``) that each
@@ -98,8 +109,9 @@ def aggregate_udf(
     least window start kept or None, first window start not kept or None). Each range's rows are
     aggregated on their own and only its windows are kept, in range order.
     """
-    if INPUT_COLUMN not in input_schema.names:
-        raise ValueError(f"the partition's rows need the input index column {INPUT_COLUMN!r}")
+    if INPUT_COLUMN not in input_schema.names and POSITION_COLUMN not in input_schema.names:
+        raise ValueError(f"the partition's rows need the input index column {INPUT_COLUMN!r} (or a packed "
+                         f"{POSITION_COLUMN!r})")
     data_fields = [f for f in input_schema if f.name not in (INPUT_COLUMN, POSITION_COLUMN, RANGE_COLUMN)]
     data_schema = pa.schema(data_fields)
     params = dict(time=time, key=key, window=window, aggs=aggs, design=design, threads=threads)
@@ -107,10 +119,7 @@ def aggregate_udf(
     output_schema = _aggregate(empty, **params).to_arrow().schema
 
     def aggregated(table: pa.Table) -> Iterator[pa.RecordBatch]:
-        index = table.column(INPUT_COLUMN)
-        # Every input keeps its index, empty or not: ties in time are broken by input index.
-        parts = [table.filter(pc.equal(index, i)).select(data_schema.names) for i in range(inputs)]
-        return _aggregate(parts, **params)
+        return _aggregate(_by_input(table, inputs, table.select(data_schema.names)), **params)
 
     def results(table: pa.Table) -> Iterator[pa.RecordBatch]:
         if ranges is None or RANGE_COLUMN not in table.column_names:
@@ -152,30 +161,106 @@ def _read(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
 
 
 def _tagged(inputs: DataFrame | Sequence[DataFrame], input_column: str | None,
-            order_by: str | None) -> tuple[DataFrame, int]:
-    """The inputs as one DataFrame whose rows carry their input index (``__pao_input``) and their
-    position within that input (``__pao_position``), and the number of inputs."""
+            order_by: str | None, packed: bool = False) -> tuple[DataFrame, int, list[str]]:
+    """The inputs as one DataFrame whose rows carry their input index and their position within that
+    input, the number of inputs, and the columns to sort by to put each input's rows in order.
+
+    Two forms. Either ``__pao_input`` holds the index and ``__pao_position`` the position (sort by
+    both); or, with ``packed`` and no ``order_by``, ``__pao_position`` alone holds both (sort by it):
+    the index in the bits above :func:`_position_shift` and Spark's row id below. One long column
+    less to shuffle and convert to Arrow, and Spark sorts a single long key by radix sort, where two
+    keys compare whole rows on every tie of the first.
+    """
     from pyspark.sql import DataFrame as SparkDataFrame
     from pyspark.sql import functions as F
 
     def position():
         return F.col(order_by) if order_by is not None else F.monotonically_increasing_id()
 
+    pack = packed and order_by is None
     if isinstance(inputs, SparkDataFrame):
         if input_column is None:
-            return inputs.withColumn(INPUT_COLUMN, F.lit(0)).withColumn(POSITION_COLUMN, position()), 1
-        n = inputs.select(F.max(input_column)).first()[0]
-        tagged = (inputs.withColumn(INPUT_COLUMN, F.col(input_column).cast("int")).drop(input_column)
-                  .withColumn(POSITION_COLUMN, position()))
-        return tagged, 1 if n is None else int(n) + 1
+            n, index = 1, F.lit(0)
+        else:
+            top = inputs.select(F.max(input_column)).first()[0]
+            n, index = 1 if top is None else int(top) + 1, F.col(input_column)
+        if pack:
+            tagged = _with_packed_position(inputs, index, n)
+        else:
+            tagged = inputs.withColumn(INPUT_COLUMN, index.cast("int")).withColumn(POSITION_COLUMN, position())
+        if input_column is not None:
+            tagged = tagged.drop(input_column)
+        return tagged, n, [POSITION_COLUMN] if pack else [INPUT_COLUMN, POSITION_COLUMN]
     dfs = list(inputs)
     if not dfs or not all(isinstance(d, SparkDataFrame) for d in dfs):
         raise TypeError("inputs must be a Spark DataFrame or a non-empty list of them")
     out = None
     for i, df in enumerate(dfs):
-        one = df.withColumn(INPUT_COLUMN, F.lit(i).cast("int")).withColumn(POSITION_COLUMN, position())
+        if pack:
+            one = _with_packed_position(df, F.lit(i), len(dfs))
+        else:
+            one = df.withColumn(INPUT_COLUMN, F.lit(i).cast("int")).withColumn(POSITION_COLUMN, position())
         out = one if out is None else out.unionByName(one)
-    return out, len(dfs)
+    return out, len(dfs), [POSITION_COLUMN] if pack else [INPUT_COLUMN, POSITION_COLUMN]
+
+
+def _position_shift(inputs: int) -> int:
+    """The bits below the input index in a packed position: as many as leave room for ``inputs``
+    indexes in a non-negative long."""
+    return 63 - max(inputs - 1, 0).bit_length()
+
+
+def _with_packed_position(df: DataFrame, index: Any, inputs: int, ids: Any = None) -> DataFrame:
+    """``df`` with ``__pao_position`` = ``index`` * 2^shift + the row's ``monotonically_increasing_id()``
+    (or ``ids``, for tests).
+
+    Sorting by it sorts by (index, id), as long as every id is below 2^shift; Spark's ids are the
+    partition number times 2^33 plus the row's number in it, so that holds below 2^(shift - 33)
+    partitions per input (over a million with 1,000 inputs). A larger id fails the query with an
+    error rather than mixing inputs. The id is a column of its own first: read twice in one
+    expression, a nondeterministic id would be two.
+    """
+    from pyspark.sql import functions as F
+
+    shift = _position_shift(inputs)
+    df = df.withColumn(POSITION_COLUMN, F.monotonically_increasing_id() if ids is None else ids)
+    pos = F.col(POSITION_COLUMN)
+    packed = F.shiftleft(index.cast("long"), shift) + pos
+    if shift < 63:  # with one input every id fits
+        packed = F.when(pos < F.lit(1 << shift), packed).otherwise(F.raise_error(F.concat(
+            F.lit(f"pyarrow_ops.spark: row id "), pos.cast("string"),
+            F.lit(f" leaves no room for the input index of {inputs} inputs (ids must stay below 2^{shift}); "
+                  "pass order_by= or use fewer partitions"))))
+    return df.withColumn(POSITION_COLUMN, packed)
+
+
+def _by_input(table: pa.Table, inputs: int, body: pa.Table) -> list[pa.Table]:
+    """``body``'s rows (those of the partition ``table``, another selection of its columns) one table
+    per input (every input, empty or not: ties in time are broken by input index), each in the
+    partition's row order.
+
+    The index is ``__pao_input``, or the high bits of a packed ``__pao_position`` (:func:`_tagged`).
+    Rows sorted by input, as :func:`aggregate` sorts them, are cut into slices without copying.
+    """
+    from pyarrow_ops._engine import InvalidInputError
+
+    name = INPUT_COLUMN if INPUT_COLUMN in table.column_names else POSITION_COLUMN
+    column = table.column(name)
+    if column.null_count:
+        row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+        raise InvalidInputError(f"row {row} of the partition has a null {name}: no input index")
+    index = column.to_numpy().astype(np.int64, copy=False)
+    if name == POSITION_COLUMN:
+        index = index >> _position_shift(inputs)
+    outside = (index < 0) | (index >= inputs)
+    if outside.any():
+        row = int(np.flatnonzero(outside)[0])
+        raise InvalidInputError(f"row {row} of the partition has input index {int(index[row])}, "
+                                f"outside 0 to {inputs - 1}")
+    if len(index) < 2 or bool(np.all(index[1:] >= index[:-1])):
+        cuts = np.searchsorted(index, np.arange(inputs + 1), "left")
+        return [body.slice(int(a), int(b - a)) for a, b in zip(cuts[:-1], cuts[1:])]
+    return [body.filter(pa.array(index == i)) for i in range(inputs)]
 
 
 def aggregate(
@@ -234,11 +319,11 @@ def aggregate(
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
     keys = _keys(key)
-    tagged, n_inputs = _tagged(inputs, input_column, order_by)
+    tagged, n_inputs, order = _tagged(inputs, input_column, order_by, packed=True)
     # Only the columns the query reads travel through the shuffle (Spark cannot prune a UDF's
     # input itself); a missing one is left for the engine's error, which names it.
     needed = dict.fromkeys([time, *keys, *(a.column for a in aggs.values() if isinstance(a, Agg) and a.column)])
-    tagged = tagged.select(*[c for c in needed if c in tagged.columns], INPUT_COLUMN, POSITION_COLUMN)
+    tagged = tagged.select(*[c for c in needed if c in tagged.columns], *order)
 
     spark = tagged.sparkSession
     threads = threads or _task_cpus(spark)
@@ -250,7 +335,7 @@ def aggregate(
     ranges = None
     if split == "key" and keys:
         spread = tagged.repartition(n, *[F.col(k) for k in keys])
-        in_order = spread.sortWithinPartitions(INPUT_COLUMN, POSITION_COLUMN)
+        in_order = spread.sortWithinPartitions(*order)
     else:
         timed = _split_by_time(tagged, time, window, n) if split == "time" else None
         if timed is None:
@@ -259,10 +344,10 @@ def aggregate(
                 why += f", and its rows could not be split by time ({_TIME_SPLIT_LIMITS})"
             warnings.warn(f"pyarrow_ops.spark.aggregate: {why}, so every row must meet in one Spark partition "
                           "(one Python worker) to be aggregated in merged order", stacklevel=2)
-            in_order = tagged.repartition(1).sortWithinPartitions(INPUT_COLUMN, POSITION_COLUMN)
+            in_order = tagged.repartition(1).sortWithinPartitions(*order)
         else:
             spread, ranges = timed
-            in_order = spread.sortWithinPartitions(RANGE_COLUMN, INPUT_COLUMN, POSITION_COLUMN)
+            in_order = spread.sortWithinPartitions(RANGE_COLUMN, *order)
     arrow_in = to_arrow_schema(in_order.schema, timezone="UTC")
     fn, arrow_out = aggregate_udf(arrow_in, n_inputs, time=time, key=keys or None, window=window, aggs=aggs,
                                   design=design, threads=threads, timer=timer, ranges=ranges)
@@ -642,9 +727,8 @@ def _stage_udf(
         body = table.select(engine_in.names).cast(engine_in)
         if carry:
             body = body.append_column(pa.field(ROW_COLUMN, pa.int64()), pa.array(range(table.num_rows), pa.int64()))
-        if index == 0:  # the inputs, merged by the engine; each keeps its index, empty or not
-            which = table.column(INPUT_COLUMN)
-            pipeline._inputs = [body.filter(pc.equal(which, i)) for i in range(inputs)]
+        if index == 0:  # the inputs, merged by the engine
+            pipeline._inputs = _by_input(table, inputs, body)
             merge = True
         else:
             pipeline._inputs, merge = [body], False
@@ -712,7 +796,7 @@ def run(
     ops, time = pipeline._ops, pipeline._time
     if not ops:
         raise _engine.InvalidInputError("the pipeline has no operators; add one, e.g. .filter(...)")
-    tagged, n_inputs = _tagged(inputs, input_column, order_by)
+    tagged, n_inputs, _ = _tagged(inputs, input_column, order_by)
     if order_by is not None and order_by != time:
         tagged = tagged.drop(order_by)
     spark_in = to_arrow_schema(tagged.schema, timezone="UTC")

@@ -61,9 +61,12 @@ def _same(got: pa.Table, expected: pa.Table) -> None:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), n_inputs=st.integers(1, 3), keys=st.integers(1, 6),
-       string_keys=st.booleans(), size=st.integers(1, 8), advance=st.integers(1, 8), as_one=st.booleans())
-@example(seed=139, n_inputs=1, keys=1, string_keys=False, size=1, advance=1, as_one=True)  # empty input
-def test_spark_equals_in_process(spark, seed, n_inputs, keys, string_keys, size, advance, as_one):
+       string_keys=st.booleans(), size=st.integers(1, 8), advance=st.integers(1, 8), as_one=st.booleans(),
+       pinned=st.booleans())
+@example(seed=139, n_inputs=1, keys=1, string_keys=False, size=1, advance=1, as_one=True, pinned=True)  # empty input
+def test_spark_equals_in_process(spark, seed, n_inputs, keys, string_keys, size, advance, as_one, pinned):
+    """Separate DataFrames, or one with an input-index column; positions from Spark's row ids (packed
+    with the index into one long) or pinned by a column (index and position as two)."""
     rng = random.Random(seed)
     tables = _inputs(rng, n_inputs, 80, keys, string_keys)
     window = po.sliding(size=size, advance=advance)
@@ -73,10 +76,13 @@ def test_spark_equals_in_process(spark, seed, n_inputs, keys, string_keys, size,
             t.append_column("src", pa.array([i] * t.num_rows, pa.int32()))
              .append_column("seq", pa.array(range(t.num_rows), pa.int64())) for i, t in enumerate(tables)])
         df = _frame(spark, combined)
-        out = ps.aggregate(df, time="t", key="k", window=window, aggs=AGGS, input_column="src", order_by="seq")
+        out = ps.aggregate(df, time="t", key="k", window=window, aggs=AGGS, input_column="src",
+                           order_by="seq" if pinned else None)
     else:
-        out = ps.aggregate([spark.createDataFrame(t) for t in tables], time="t", key="k", window=window,
-                           aggs=AGGS, partitions=3)
+        frames = [spark.createDataFrame(t.append_column("seq", pa.array(range(t.num_rows), pa.int64())))
+                  for t in tables]
+        out = ps.aggregate(frames, time="t", key="k", window=window, aggs=AGGS, partitions=3,
+                           order_by="seq" if pinned else None)
     _same(out.toArrow(), expected)
     RUNS["equal"] += 1
 
@@ -182,6 +188,54 @@ def test_udf_factory_for_map_in_arrow(spark):
     got = df.mapInArrow(fn, from_arrow_schema(schema)).orderBy("window_start", "k").toArrow()
     assert got.to_pylist() == [{"window_start": 0, "window_end": 4, "k": 1, "n": 2},
                                {"window_start": 4, "window_end": 8, "k": 2, "n": 1}]
+
+
+def test_udf_splits_by_a_packed_position_and_refuses_bad_input_indexes():
+    """The mapInArrow function alone, on plain record batches: the input index packed into the
+    position's high bits, rows grouped by input (cut into slices) or interleaved (filtered); a null
+    or out-of-range index is an error naming the row, never a dropped row."""
+    a = pa.table({"t": [1, 2, 6], "k": [1, 1, 2], "v": [1.0, 2.0, 3.0]})
+    b = pa.table({"t": [2, 3], "k": [1, 2], "v": [5.0, 7.0]})
+    query = dict(time="t", key="k", window=po.tumbling(4), aggs=AGGS)
+    expected = po.aggregate([a, b], **query).to_arrow()
+    shift = ps._position_shift(2)
+    rows = [(i, r) for i, t in enumerate([a, b]) for r in range(t.num_rows)]
+
+    def table(order, index=None):
+        data = {c: [[a, b][i].column(c)[r].as_py() for i, r in order] for c in ("t", "k", "v")}
+        if index is None:
+            data[ps.POSITION_COLUMN] = pa.array([(i << shift) + r for i, r in order], pa.int64())
+        else:
+            data[ps.INPUT_COLUMN] = pa.array(index, pa.int32())
+        return pa.table(data)
+
+    def run(t, inputs=2):
+        fn, schema = ps.aggregate_udf(t.schema, inputs, **query)
+        return pa.Table.from_batches(list(fn(iter(t.to_batches(max_chunksize=2)))), schema)
+
+    _same(run(table(rows)), expected)  # grouped by input
+    _same(run(table([rows[0], rows[3], rows[1], rows[4], rows[2]])), expected)  # interleaved
+    with pytest.raises(po.InvalidInputError, match=r"row 1 of the partition has a null __pao_input"):
+        run(table(rows, [0, None, 0, 1, 1]))
+    with pytest.raises(po.InvalidInputError, match=r"row 3 of the partition has input index 5, outside 0 to 1"):
+        run(table(rows, [0, 0, 0, 5, 1]))
+    with pytest.raises(po.InvalidInputError, match=r"row 0 of the partition has input index -1"):
+        run(table(rows, [-1, 0, 0, 1, 1]))
+
+
+def test_a_row_id_too_large_to_pack_fails_the_query(spark):
+    from pyspark.sql import functions as F
+
+    fits = ps._with_packed_position(spark.range(2), F.lit(2), 3, ids=F.col("id"))
+    assert [r[ps.POSITION_COLUMN] for r in fits.collect()] == [2 << ps._position_shift(3), (2 << ps._position_shift(3)) + 1]
+    too_large = ps._with_packed_position(spark.range(2), F.lit(2), 3, ids=F.lit(2**61) + F.col("id"))
+    with pytest.raises(Exception, match="leaves no room for the input index of 3 inputs"):
+        too_large.collect()
+
+
+def test_session_sets_the_arrow_settings(spark):
+    for name, value in ps.ARROW_SETTINGS.items():
+        assert spark.conf.get(name).rstrip("b") == value
 
 
 def test_udf_factory_for_apply_in_arrow(spark):
