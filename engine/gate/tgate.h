@@ -141,6 +141,9 @@ class TGate {
   void bump_progress();
   bool ready_against(const ReaderState& r, size_t input, int64_t time, uint32_t from) const;
   void free_arena(Arena* a);
+  // Arena memory: a block of at least `bytes` (its size in *capacity), from the pool when one fits.
+  void* take_block(size_t bytes, size_t& capacity);
+  void give_block(void* memory, size_t capacity);
 
   TGateOptions options_;
   Node* head_;  // sentinel: key below every real key, kMaxHeight levels
@@ -153,6 +156,20 @@ class TGate {
   std::atomic<uint64_t> epoch_{2};
   std::atomic_flag reclaiming_ = ATOMIC_FLAG_INIT;
   Arena* retired_ = nullptr;  // guarded by reclaiming_
+
+  // Freed arena blocks kept for reuse (take_block()).
+  struct Block {
+    void* memory;
+    size_t capacity;
+  };
+#if defined(__SANITIZE_ADDRESS__)
+  static constexpr size_t kPoolBlocks = 0;  // AddressSanitizer sees every freed arena
+#else
+  static constexpr size_t kPoolBlocks = 16;
+#endif
+  static constexpr size_t kBlockQuantum = 16 * 1024;
+  std::mutex pool_mutex_;
+  std::vector<Block> pool_;
 
   std::atomic<size_t> live_arenas_total_{0};
   std::atomic<size_t> peak_live_arenas_{0};
