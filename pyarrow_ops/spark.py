@@ -95,10 +95,11 @@ def aggregate_udf(
     The partition's rows must carry the int column ``__pao_input`` (the input index, 0 to
     ``inputs`` - 1) and be in input order within each input (``sortWithinPartitions(__pao_input,
     position)``); or, as :func:`aggregate` arranges them, only a long ``__pao_position`` with the
-    index packed into its high bits (``_packed_position``), sorted by it. ``input_schema`` is the
-    schema of the batches Spark hands over, those columns included. A null or out-of-range index
-    raises ``InvalidInputError``. Rows of one key must all be in one partition (``repartition(n, *key)``). The function
-    reads the whole partition, splits it by input, and yields the window rows of ``aggregate``.
+    index packed into its high bits (``_with_packed_position``), sorted by it. ``input_schema`` is
+    the schema of the batches Spark hands over, those columns included. A null or out-of-range
+    index raises ``InvalidInputError``. Rows of one key must all be in one partition
+    (``repartition(n, *key)``). The function reads the whole partition, splits it by input, and
+    yields the window rows of ``aggregate``.
 
     ``timer``, for benchmarks: a Spark accumulator (``sparkContext.accumulator(0.0)``) that each
     partition adds its Python-side work to, in seconds: splitting by input and running the engine,

@@ -197,9 +197,15 @@ void TGate::free_arena(Arena* a) {
 // Arena blocks. An arena of 4,096 rows takes about 200 KB. Allocated fresh for every arena and
 // freed after reclamation, each node store in make_arena() went to memory not in cache (the
 // largest T-Gate cost in a perf profile of the sliced design on W-OI). A few freed blocks are kept
-// and reused, newest first, as the most likely to be in cache still. The pool's mutex is taken once
-// per arena, by a producer or the reclaiming thread.
+// and reused, newest first, as the most likely to be in cache still. Small arenas (a push of a few
+// rows, insert_tuple()) are not pooled: they are allocated at their size. The pool's mutex is taken
+// once per arena, by a producer or the reclaiming thread; it also orders the freeing thread's last
+// access to a block before the next owner's first write.
 void* TGate::take_block(size_t bytes, size_t& capacity) {
+  if (bytes < kBlockQuantum) {
+    capacity = bytes;
+    return ::operator new(bytes, std::align_val_t{64});
+  }
   {
     std::lock_guard lock(pool_mutex_);
     for (size_t i = pool_.size(); i-- > 0;) {
@@ -217,7 +223,7 @@ void* TGate::take_block(size_t bytes, size_t& capacity) {
 }
 
 void TGate::give_block(void* memory, size_t capacity) {
-  {
+  if (capacity >= kBlockQuantum) {
     std::lock_guard lock(pool_mutex_);
     if (pool_.size() < kPoolBlocks) {
       pool_.push_back({memory, capacity});
