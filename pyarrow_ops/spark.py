@@ -179,6 +179,7 @@ def _tagged(inputs: DataFrame | Sequence[DataFrame], input_column: str | None,
         return F.col(order_by) if order_by is not None else F.monotonically_increasing_id()
 
     pack = packed and order_by is None
+    order = [POSITION_COLUMN] if pack else [INPUT_COLUMN, POSITION_COLUMN]
     if isinstance(inputs, SparkDataFrame):
         if input_column is None:
             n, index = 1, F.lit(0)
@@ -191,7 +192,7 @@ def _tagged(inputs: DataFrame | Sequence[DataFrame], input_column: str | None,
             tagged = inputs.withColumn(INPUT_COLUMN, index.cast("int")).withColumn(POSITION_COLUMN, position())
         if input_column is not None:
             tagged = tagged.drop(input_column)
-        return tagged, n, [POSITION_COLUMN] if pack else [INPUT_COLUMN, POSITION_COLUMN]
+        return tagged, n, order
     dfs = list(inputs)
     if not dfs or not all(isinstance(d, SparkDataFrame) for d in dfs):
         raise TypeError("inputs must be a Spark DataFrame or a non-empty list of them")
@@ -202,7 +203,7 @@ def _tagged(inputs: DataFrame | Sequence[DataFrame], input_column: str | None,
         else:
             one = df.withColumn(INPUT_COLUMN, F.lit(i).cast("int")).withColumn(POSITION_COLUMN, position())
         out = one if out is None else out.unionByName(one)
-    return out, len(dfs), [POSITION_COLUMN] if pack else [INPUT_COLUMN, POSITION_COLUMN]
+    return out, len(dfs), order
 
 
 def _position_shift(inputs: int) -> int:
@@ -229,7 +230,7 @@ def _with_packed_position(df: DataFrame, index: Any, inputs: int, ids: Any = Non
     packed = F.shiftleft(index.cast("long"), shift) + pos
     if shift < 63:  # with one input every id fits
         packed = F.when(pos < F.lit(1 << shift), packed).otherwise(F.raise_error(F.concat(
-            F.lit(f"pyarrow_ops.spark: row id "), pos.cast("string"),
+            F.lit("pyarrow_ops.spark: row id "), pos.cast("string"),
             F.lit(f" leaves no room for the input index of {inputs} inputs (ids must stay below 2^{shift}); "
                   "pass order_by= or use fewer partitions"))))
     return df.withColumn(POSITION_COLUMN, packed)
@@ -258,7 +259,7 @@ def _by_input(table: pa.Table, inputs: int, body: pa.Table) -> list[pa.Table]:
         row = int(np.flatnonzero(outside)[0])
         raise InvalidInputError(f"row {row} of the partition has input index {int(index[row])}, "
                                 f"outside 0 to {inputs - 1}")
-    if len(index) < 2 or bool(np.all(index[1:] >= index[:-1])):
+    if bool(np.all(index[1:] >= index[:-1])):  # (true for 0 or 1 rows too)
         cuts = np.searchsorted(index, np.arange(inputs + 1), "left")
         return [body.slice(int(a), int(b - a)) for a, b in zip(cuts[:-1], cuts[1:])]
     return [body.filter(pa.array(index == i)) for i in range(inputs)]

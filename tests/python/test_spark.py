@@ -209,8 +209,8 @@ def test_udf_splits_by_a_packed_position_and_refuses_bad_input_indexes():
             data[ps.INPUT_COLUMN] = pa.array(index, pa.int32())
         return pa.table(data)
 
-    def run(t, inputs=2):
-        fn, schema = ps.aggregate_udf(t.schema, inputs, **query)
+    def run(t):
+        fn, schema = ps.aggregate_udf(t.schema, 2, **query)
         return pa.Table.from_batches(list(fn(iter(t.to_batches(max_chunksize=2)))), schema)
 
     _same(run(table(rows)), expected)  # grouped by input
