@@ -348,6 +348,65 @@ void AggStates::merge_all(const AggStates& from, const uint32_t* to, size_t n) {
     for (size_t i = 0; i < n; ++i) merge_float(to[i], from, static_cast<uint32_t>(i));
     return;
   }
+  // The loops below are merge()'s cases with the dispatch on the function and domain taken once
+  // per table rather than per cell (combining a window of the song queries folds thousands of
+  // cells per slice).
+  if (domain_ != Domain::kString) {
+    const Cell* src = from.cells_.data();
+    Cell* dst = cells_.data();
+    switch (kind_) {
+      case AggKind::kFirst:
+        for (size_t i = 0; i < n; ++i) {
+          Cell& c = dst[to[i]];
+          if (src[i].n != 0 && (c.n == 0 || src[i].at < c.at)) c = src[i];
+        }
+        return;
+      case AggKind::kLast:
+        for (size_t i = 0; i < n; ++i) {
+          Cell& c = dst[to[i]];
+          if (src[i].n != 0 && (c.n == 0 || !(src[i].at < c.at))) c = src[i];
+        }
+        return;
+      case AggKind::kMin:
+      case AggKind::kMax:
+        if (domain_ == Domain::kFloat) break;  // float_less's NaN and -0.0 rules: merge()
+        for (size_t i = 0; i < n; ++i) {
+          Cell& c = dst[to[i]];
+          const Cell& o = src[i];
+          if (o.n == 0) continue;
+          if (c.n == 0) {
+            c = o;
+            continue;
+          }
+          c.n += o.n;
+          const bool take = domain_ == Domain::kSigned
+                                ? (kind_ == AggKind::kMin ? o.i < c.i : c.i < o.i)
+                                : (kind_ == AggKind::kMin ? o.u < c.u : c.u < o.u);
+          if (take) c.u = o.u;
+        }
+        return;
+      case AggKind::kSum:
+      case AggKind::kMean:  // integer domains (floats returned above)
+        for (size_t i = 0; i < n; ++i) {
+          Cell& c = dst[to[i]];
+          const Cell& o = src[i];
+          if (o.n == 0) continue;
+          if (c.n == 0) {
+            c = o;
+            continue;
+          }
+          c.n += o.n;
+          if (kind_ == AggKind::kSum) {
+            c.u += o.u;
+          } else {
+            c.isum += o.isum;
+          }
+        }
+        return;
+      case AggKind::kCount:
+        break;
+    }
+  }
   for (size_t i = 0; i < n; ++i) merge(to[i], from, static_cast<uint32_t>(i));
 }
 

@@ -308,13 +308,35 @@ void KeyTable::sort(const uint32_t* ids, std::vector<uint32_t>& order) {
     ranked_.push_back({v, p});
   }
   const size_t m = ranked_.size();
+  const uint64_t range = m == 0 ? 0 : hi - lo;
+  if (m > 64 && range / 64 <= m && range < (uint64_t{1} << 24)) {
+    // Values dense in their range (ids and codes: a song query's window holds thousands of the
+    // 40,000 songs): mark each value's bit, note its position, and read the bits in order. A
+    // pass over m positions and range / 64 words, where the radix sort below makes two or three
+    // passes of counting and scattering 16-byte entries.
+    const size_t words = static_cast<size_t>(range / 64) + 1;
+    seen_.assign(words, 0);
+    if (at_.size() < range + 1) at_.resize(static_cast<size_t>(range) + 1);
+    for (const Ranked& r : ranked_) {
+      const uint64_t d = r.value - lo;
+      seen_[d >> 6] |= uint64_t{1} << (d & 63);
+      at_[d] = r.position;
+    }
+    size_t i = 0;
+    for (size_t w = 0; w < words; ++w) {
+      for (uint64_t bits = seen_[w]; bits != 0; bits &= bits - 1) {
+        order[i++] = at_[w * 64 + static_cast<size_t>(std::countr_zero(bits))];
+      }
+    }
+    if (null_seen) order[m] = null_at;
+    return;
+  }
   if (m <= 64) {
     std::sort(ranked_.begin(), ranked_.end(), [](const Ranked& a, const Ranked& b) { return a.value < b.value; });
   } else {
     // LSD radix sort on value - lo, one byte per pass, only over the bytes that vary; each pass
     // scatters stably, so the result is sorted by the whole value.
     spare_.resize(m);
-    const uint64_t range = hi - lo;
     for (int shift = 0; shift < 64 && (range >> shift) != 0; shift += 8) {
       size_t count[257] = {};
       for (const Ranked& r : ranked_) ++count[((r.value - lo) >> shift & 0xFF) + 1];

@@ -53,9 +53,10 @@ class KeyTable {
   void append_each(const uint32_t* ids, const uint32_t* order, size_t n, std::vector<ColumnBuilder>& builders,
                    size_t first) const;
   // Sorts `order`, the positions 0..order.size() - 1 of `ids` (distinct key ids), into output
-  // order. A packed key is radix-sorted by its normalized value, which costs a few passes over
-  // the positions rather than a comparison sort's n log n indirect loads (a window set of the
-  // song queries has thousands of keys); other keys compare their encodings.
+  // order. A packed key is sorted by its normalized value without comparisons (a window set of
+  // the song queries has thousands of keys): values dense in their range by one bit per value,
+  // others by radix, a few passes over the positions rather than n log n indirect loads; other
+  // keys compare their encodings.
   void sort(const uint32_t* ids, std::vector<uint32_t>& order);
 
   const std::vector<size_t>& columns() const noexcept { return columns_; }
@@ -101,6 +102,8 @@ class KeyTable {
     uint32_t position;
   };
   std::vector<Ranked> ranked_, spare_;  // sort()'s buffers
+  std::vector<uint64_t> seen_;          // sort() of dense values: a bit per value in the range
+  std::vector<uint32_t> at_;            // and the position holding each marked value
 
   // Encoded path.
   std::string scratch_;
