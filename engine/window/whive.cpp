@@ -133,8 +133,11 @@ void WHive::emit(int64_t watermark) {
 
 void WHive::fold(WindowSet& to, const WindowSet& from) {
   if (from.keys.empty()) return;
+  // keys_ does not grow meanwhile: the output thread folds under keys_mutex_ (or is the only
+  // thread, kSingle), and every id in a shard was taken from keys_ before.
+  to.make_room(to.keys.size() + from.keys.size(), keys_.size(), prototypes_);
   to_.resize(from.keys.size());
-  for (size_t i = 0; i < from.keys.size(); ++i) to_[i] = to.slot(from.keys[i], prototypes_);
+  for (size_t i = 0; i < from.keys.size(); ++i) to_[i] = to.slot_in_room(from.keys[i]);
   for (size_t a = 0; a < to.aggs.size(); ++a) to.aggs[a].merge_all(from.aggs[a], to_.data(), to_.size());
 }
 

@@ -129,6 +129,25 @@ class WindowOutput {
       }
       return s;
     }
+    // Room for `slots` slots and for key ids below `key_ids`, so that slot_in_room() can add keys
+    // without checking sizes: the bulk path of folding one set into another.
+    void make_room(size_t slots, size_t key_ids, const std::vector<AggStates>& prototypes) {
+      if (slot_of_key.size() < key_ids) slot_of_key.resize(key_ids, kNoSlot);
+      if (aggs.empty()) aggs = prototypes;
+      for (AggStates& a : aggs) {
+        if (a.size() < slots) a.resize(std::max(slots, 2 * a.size()));  // cells past keys.size() stay fresh
+      }
+    }
+    // slot() after make_room() covered `key` and one more slot.
+    uint32_t slot_in_room(uint32_t key) {
+      uint32_t s = slot_of_key[key];
+      if (s == kNoSlot) {
+        s = static_cast<uint32_t>(keys.size());
+        keys.push_back(key);
+        slot_of_key[key] = s;
+      }
+      return s;
+    }
     // Empties the set, keeping its memory: only the touched entries are reset.
     void clear() {
       if (!slot_of_key.empty()) {
