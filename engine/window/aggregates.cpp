@@ -351,61 +351,55 @@ void AggStates::merge_all(const AggStates& from, const uint32_t* to, size_t n) {
   // The loops below are merge()'s cases with the dispatch on the function and domain taken once
   // per table rather than per cell (combining a window of the song queries folds thousands of
   // cells per slice).
-  if (domain_ != Domain::kString) {
-    const Cell* src = from.cells_.data();
-    Cell* dst = cells_.data();
-    switch (kind_) {
-      case AggKind::kFirst:
-        for (size_t i = 0; i < n; ++i) {
-          Cell& c = dst[to[i]];
-          if (src[i].n != 0 && (c.n == 0 || src[i].at < c.at)) c = src[i];
-        }
-        return;
-      case AggKind::kLast:
-        for (size_t i = 0; i < n; ++i) {
-          Cell& c = dst[to[i]];
-          if (src[i].n != 0 && (c.n == 0 || !(src[i].at < c.at))) c = src[i];
-        }
-        return;
-      case AggKind::kMin:
-      case AggKind::kMax:
-        if (domain_ == Domain::kFloat) break;  // float_less's NaN and -0.0 rules: merge()
-        for (size_t i = 0; i < n; ++i) {
-          Cell& c = dst[to[i]];
-          const Cell& o = src[i];
-          if (o.n == 0) continue;
-          if (c.n == 0) {
-            c = o;
-            continue;
-          }
-          c.n += o.n;
-          const bool take = domain_ == Domain::kSigned
-                                ? (kind_ == AggKind::kMin ? o.i < c.i : c.i < o.i)
-                                : (kind_ == AggKind::kMin ? o.u < c.u : c.u < o.u);
-          if (take) c.u = o.u;
-        }
-        return;
-      case AggKind::kSum:
-      case AggKind::kMean:  // integer domains (floats returned above)
-        for (size_t i = 0; i < n; ++i) {
-          Cell& c = dst[to[i]];
-          const Cell& o = src[i];
-          if (o.n == 0) continue;
-          if (c.n == 0) {
-            c = o;
-            continue;
-          }
-          c.n += o.n;
-          if (kind_ == AggKind::kSum) {
-            c.u += o.u;
-          } else {
-            c.isum += o.isum;
-          }
-        }
-        return;
-      case AggKind::kCount:
-        break;
+  const Cell* src = from.cells_.data();
+  Cell* dst = cells_.data();
+  // first, last: the cell whose kept Position `wins` over the other's.
+  const auto kept = [&](auto wins) {
+    for (size_t i = 0; i < n; ++i) {
+      Cell& c = dst[to[i]];
+      if (src[i].n != 0 && (c.n == 0 || wins(src[i].at, c.at))) c = src[i];
     }
+  };
+  // min, max, integer sum and mean: an empty cell takes the other's state; otherwise the counts
+  // add and `fold` combines the values.
+  const auto counted = [&](auto fold) {
+    for (size_t i = 0; i < n; ++i) {
+      Cell& c = dst[to[i]];
+      const Cell& o = src[i];
+      if (o.n == 0) continue;
+      if (c.n == 0) {
+        c = o;
+        continue;
+      }
+      c.n += o.n;
+      fold(c, o);
+    }
+  };
+  const bool min = kind_ == AggKind::kMin;
+  switch (domain_ == Domain::kString ? AggKind::kCount : kind_) {  // strings: merge()
+    case AggKind::kFirst:
+      return kept([](const Position& o, const Position& c) { return o < c; });
+    case AggKind::kLast:
+      return kept([](const Position& o, const Position& c) { return !(o < c); });
+    case AggKind::kMin:
+    case AggKind::kMax:
+      if (domain_ == Domain::kSigned) {
+        return counted([min](Cell& c, const Cell& o) {
+          if (min ? o.i < c.i : c.i < o.i) c.i = o.i;
+        });
+      }
+      if (domain_ == Domain::kUnsigned) {
+        return counted([min](Cell& c, const Cell& o) {
+          if (min ? o.u < c.u : c.u < o.u) c.u = o.u;
+        });
+      }
+      break;  // floats: float_less's NaN and -0.0 rules, in merge()
+    case AggKind::kSum:  // integer domains (float sums returned above)
+      return counted([](Cell& c, const Cell& o) { c.u += o.u; });
+    case AggKind::kMean:
+      return counted([](Cell& c, const Cell& o) { c.isum += o.isum; });
+    case AggKind::kCount:
+      break;
   }
   for (size_t i = 0; i < n; ++i) merge(to[i], from, static_cast<uint32_t>(i));
 }
