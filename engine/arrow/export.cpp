@@ -92,7 +92,8 @@ void release_batch(ArrowArray* a) {
 // ---- streams ----
 
 struct StreamHolder : Counted {
-  std::unique_ptr<BatchSource> source;
+  std::shared_ptr<const Schema> schema;
+  std::unique_ptr<BatchSource> source;  // destroyed at the end, releasing what it holds then
   std::string last_error;
 };
 
@@ -104,7 +105,7 @@ int stream_fail(ArrowArrayStream* s, int code, const char* what) {
 
 int stream_get_schema(ArrowArrayStream* s, ArrowSchema* out) {
   try {
-    export_schema(*static_cast<StreamHolder*>(s->private_data)->source->schema(), out);
+    export_schema(*static_cast<StreamHolder*>(s->private_data)->schema, out);
     return 0;
   } catch (const std::bad_alloc&) {
     return stream_fail(s, ENOMEM, "out of memory");
@@ -115,8 +116,11 @@ int stream_get_schema(ArrowArrayStream* s, ArrowSchema* out) {
 
 int stream_get_next(ArrowArrayStream* s, ArrowArray* out) {
   try {
-    std::optional<Batch> batch = static_cast<StreamHolder*>(s->private_data)->source->next();
+    auto* holder = static_cast<StreamHolder*>(s->private_data);
+    std::optional<Batch> batch;
+    if (holder->source) batch = holder->source->next();
     if (!batch) {
+      holder->source.reset();  // the end: give back what the source holds now, not at release
       out->release = nullptr;  // end of stream
       return 0;
     }
@@ -201,6 +205,7 @@ void export_batch(const Batch& batch, ArrowArray* out) {
 
 void export_stream(std::unique_ptr<BatchSource> source, ArrowArrayStream* out) {
   auto holder = std::make_unique<StreamHolder>();
+  holder->schema = source->schema();
   holder->source = std::move(source);
   out->get_schema = &stream_get_schema;
   out->get_next = &stream_get_next;

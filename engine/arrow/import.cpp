@@ -99,7 +99,7 @@ class StreamSource final : public BatchSource {
 
   std::optional<Batch> next() override {
     if (failure_) std::rethrow_exception(failure_);
-    if (stream_.is_released()) return std::nullopt;
+    if (ended_) return std::nullopt;
     try {
       ArrowArray raw;
       std::memset(&raw, 0, sizeof raw);
@@ -107,7 +107,10 @@ class StreamSource final : public BatchSource {
         throw Error(ErrorKind::kInputFailed, label_ + " failed: " + last_error(rc));
       }
       if (raw.release == nullptr) {
-        stream_.reset();  // the end: give the producer its resources back now, not at teardown
+        // The end. The stream is released with this source, which every engine caller destroys
+        // once the end is published: releasing can take milliseconds (a reader over thousands of
+        // batches), and here it would hold back whatever the caller does next.
+        ended_ = true;
         return std::nullopt;
       }
       return import_batch(&raw, schema_, label_);
@@ -127,6 +130,7 @@ class StreamSource final : public BatchSource {
   std::string label_;
   std::shared_ptr<const Schema> schema_;
   std::exception_ptr failure_;
+  bool ended_ = false;
 };
 
 }  // namespace

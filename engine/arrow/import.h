@@ -21,8 +21,9 @@ Schema import_schema(const ArrowSchema& schema);
 Batch import_batch(ArrowArray* array, std::shared_ptr<const Schema> schema, std::string_view where);
 
 // Takes ownership of *stream (sets stream->release = nullptr). The source pulls batches lazily,
-// one get_next per next(), and releases the stream as soon as it reports its end (or when the
-// source is destroyed, if sooner). `label` ("input 2") prefixes every error message.
+// one get_next per next(), and releases the stream when it is destroyed: callers destroy a source
+// as soon as it has reported its end, off any path that waits on them (the release can take
+// milliseconds). `label` ("input 2") prefixes every error message.
 std::unique_ptr<BatchSource> import_stream(ArrowArrayStream* stream, std::string label);
 
 }  // namespace pao::arrow

@@ -6,6 +6,12 @@
 #include <condition_variable>
 #include <deque>
 
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include "core/error.h"
 #include "gate/tgate.h"
 
@@ -576,6 +582,39 @@ void MultiwayAggregate::cancel() {
   stopping_.store(true, std::memory_order_release);
   in_->cancel();
   signal_->bump();
+  // Under the mutex, so the releaser cannot miss the flag between its check and its wait.
+  { std::lock_guard lock(release_mutex_); }
+  release_cv_.notify_all();
+}
+
+void MultiwayAggregate::release_later(uint32_t input) {
+  {
+    std::lock_guard lock(release_mutex_);
+    to_release_.push_back(input);
+  }
+  release_cv_.notify_one();
+}
+
+void MultiwayAggregate::release_ended() {
+#if defined(__linux__)
+  // Freeing is never urgent: at the lowest priority (Linux nice is per thread) the releaser takes
+  // only idle time from the producers and the output thread while they still run.
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+#endif
+  std::unique_lock lock(release_mutex_);
+  std::vector<uint32_t> now;
+  for (;;) {
+    release_cv_.wait(lock, [&] {
+      return !to_release_.empty() || released_ == inputs_ || stopping_.load(std::memory_order_acquire);
+    });
+    if (to_release_.empty()) return;  // every input released, or stopped
+    now.swap(to_release_);
+    lock.unlock();
+    for (uint32_t i : now) sources_[i].reset();
+    lock.lock();
+    released_ += now.size();
+    now.clear();
+  }
 }
 
 void MultiwayAggregate::fail(std::exception_ptr e) {
@@ -747,6 +786,7 @@ void MultiwayAggregate::start(std::vector<std::unique_ptr<BatchSource>> inputs) 
     }
     spawn([this, p, mine, srcs] { produce(p, mine, srcs); });
   }
+  spawn([this] { release_ended(); });
 }
 
 // An engine thread, counted in running_ so that stop() can wait for all of them with a timeout.
@@ -780,11 +820,11 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
         std::optional<Batch> b = (*sources[m])->next();
         if (!b) {
           p.ended = true;
-          sources[m]->reset();  // release the input as soon as it ends
           // Logged before the close: the output thread may end the run, and look its last window
           // sets up, as soon as the close lands.
           if (completions_) completions_->raise(mine[m], INT64_MAX, now_ns());
           in_->close(mine[m]);
+          release_later(mine[m]);  // not here: this thread still feeds its other inputs
           return;
         }
         if (b->num_rows() == 0) {

@@ -120,6 +120,9 @@ class MultiwayAggregate : public BatchSource {
  private:
   void produce(size_t slot, std::vector<uint32_t> mine, std::vector<std::unique_ptr<BatchSource>*> sources);
   void update_loop(size_t u);  // kTuMLMC
+  // Pulled inputs: hands an ended input's source to release_ended(), after its close is published.
+  void release_later(uint32_t input);
+  void release_ended();  // the releaser thread
   void spawn(std::function<void()> body);
   std::optional<Batch> next_merged();
   std::optional<Batch> next_hive();
@@ -158,7 +161,17 @@ class MultiwayAggregate : public BatchSource {
   std::vector<std::thread> threads_;
   std::mutex threads_mutex_;  // running_ and joining threads_
   std::condition_variable threads_done_;
-  size_t running_ = 0;  // producer threads not yet returned from produce()
+  size_t running_ = 0;  // engine threads (producers, updaters, the releaser) not yet returned
+  // Ended inputs whose sources the releaser thread destroys. Releasing a stream can take
+  // milliseconds (pyarrow frees a reader over thousands of batches: 10-20 ms measured), and a
+  // producer doing it itself held back the inputs it still fed, so the last window sets waited.
+  // Handing over an index through release_mutex_ orders the producer's last use of the source
+  // before the releaser's destruction of it. The releaser returns once every input is released,
+  // or on cancel() (left-over sources then go with sources_ in the destructor, after stop()).
+  std::mutex release_mutex_;
+  std::condition_variable release_cv_;
+  std::vector<uint32_t> to_release_;
+  size_t released_ = 0;
   std::mutex failure_mutex_;
   std::exception_ptr failure_;
   std::atomic<bool> failed_{false};

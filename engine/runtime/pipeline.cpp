@@ -355,6 +355,7 @@ void Pipeline::ingress_main() {
     }
     stages_[0]->input_closed.store(true, std::memory_order_release);
     wake();
+    source_.reset();  // released once its end is published, so the release holds nothing back
   } catch (...) {
     fail(std::current_exception());
   }

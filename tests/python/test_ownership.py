@@ -147,3 +147,37 @@ def test_exported_stream_dropped_unread_releases_once():
     capsule = po.merge(a, time="t").__arrow_c_stream__()
     del capsule
     assert_all_released(a)
+
+
+@pytest.mark.parametrize("design", ["tumlsc", "wiml"])
+def test_an_ended_input_is_released_while_the_run_goes_on(design):
+    # The aggregate's producers give an input's stream back once its end is published, on a
+    # thread of its own, while the other inputs still run (here: one held open by a generator).
+    import threading
+    import time
+
+    go_on = threading.Event()
+    schema = table_of(1).schema
+
+    def held_open():
+        yield from table_of(2, start=0).to_batches()
+        go_on.wait(60)
+        yield from table_of(2, start=200).to_batches()
+
+    short = counting(table_of(3))
+    held = pa.RecordBatchReader.from_batches(schema, held_open())
+    result = po.aggregate([short, held], time="t", window=po.tumbling(50), aggs={"n": po.count()},
+                          design=design, threads=2)
+    outputs = []
+    reader = threading.Thread(target=lambda: outputs.append(result.to_arrow()))
+    reader.start()  # WiML's windows move only as the result is read
+    deadline = time.monotonic() + 30
+    while short.stream_releases == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert short.stream_releases == 1  # released before the run could end
+    assert not go_on.is_set()
+    go_on.set()
+    reader.join(30)
+    assert outputs[0].column("n").to_pylist() == [100] * 6 + [50] * 2  # windows of 50: t < 300, then 300..399
+    del outputs, result
+    assert_all_released(short)
