@@ -30,7 +30,10 @@ struct ExactSum {
   int32_t scale;
   uint8_t special;  // kNaN | kPosInf | kNegInf, of the terms added so far
   static constexpr uint8_t kNaN = 1, kPosInf = 2, kNegInf = 4;
-  static constexpr int32_t kHeadroom = 20;  // 53 + 20 bits for a first term: < 2^125 by far
+  // A first term's mantissa goes kHeadroom to kHeadroom + kScaleGrid - 1 bits above the scale:
+  // at most 53 + 27 = 80 bits, leaving 45 for the sum to grow before it must move to a WideSum.
+  static constexpr int32_t kHeadroom = 20;
+  static constexpr int32_t kScaleGrid = 8;
 
   // Adds x. False, with nothing changed, when the finite part would no longer fit: add x to a
   // WideSum then. NaN and infinities always go in (as flags).
@@ -41,10 +44,13 @@ struct ExactSum {
     const auto field = static_cast<int32_t>((bits >> 52) & 0x7ff);
     const int32_t e = field - 1075;
     if (field == 0 || field == 0x7ff) return add_slow(x);
-    // The first term (m == 0: the scale means nothing yet) sets the scale kHeadroom binary orders
-    // of magnitude below x's mantissa, so that later terms down to 2^-kHeadroom of it stay on this
-    // path (e >= scale); never below the least subnormal (round() relies on scale >= -1074).
-    if (m == 0) scale = std::max(e - kHeadroom, -1074);
+    // The first term (m == 0: the scale means nothing yet) sets the scale at least kHeadroom
+    // binary orders of magnitude below x's mantissa, so that later terms down to 2^-kHeadroom of
+    // it stay on this path (e >= scale); never below the least subnormal (round() relies on
+    // scale >= -1074). Rounded down to a multiple of kScaleGrid, so that sums whose first terms
+    // are within a few binary orders of magnitude of each other (the slices of one column) mostly
+    // share a scale, and merging them takes add(ExactSum)'s inline path rather than a realignment.
+    if (m == 0) scale = std::max((e - kHeadroom) & ~(kScaleGrid - 1), -1074);
     if (e >= scale && e - scale <= 72) {
       __int128 v = static_cast<__int128>((bits & ((uint64_t{1} << 52) - 1)) | (uint64_t{1} << 52)) << (e - scale);
       if ((bits >> 63) != 0) v = -v;

@@ -150,6 +150,15 @@ void AggStates::clear() {
   spare_wide_.clear();
 }
 
+void AggStates::clear_used(size_t used) {
+  std::fill_n(cells_.begin(), std::min(used, cells_.size()), kFresh);
+  if (domain_ == Domain::kString) {
+    for (size_t i = 0; i < std::min(used, strings_.size()); ++i) strings_[i].clear();
+  }
+  wide_.clear();
+  spare_wide_.clear();
+}
+
 bool AggStates::better(const Value& v, const Cell& c) const noexcept {
   const bool min = kind_ == AggKind::kMin;
   switch (domain_) {
@@ -345,7 +354,24 @@ void AggStates::merge_all(const AggStates& from, const uint32_t* to, size_t n) {
     return;
   }
   if ((kind_ == AggKind::kSum || kind_ == AggKind::kMean) && domain_ == Domain::kFloat) {
-    for (size_t i = 0; i < n; ++i) merge_float(to[i], from, static_cast<uint32_t>(i));
+    // merge_float() inline for the common cells, those whose sums fit an ExactSum: an empty one
+    // takes the other's state, else the counts, flags and exact sums add. The rest (a WideSum on
+    // either side, or a sum that stops fitting) go through merge_float().
+    for (size_t i = 0; i < n; ++i) {
+      const Cell& o = from.cells_[i];
+      if (o.n == 0) continue;
+      Cell& c = cells_[to[i]];
+      if (o.wide == 0 && c.n == 0 && c.wide == 0) {
+        c = o;
+        continue;
+      }
+      if (o.wide == 0 && c.wide == 0 && c.sum.add(o.sum)) {
+        c.n += o.n;
+        c.sum.special |= o.sum.special;
+        continue;
+      }
+      merge_float(to[i], from, static_cast<uint32_t>(i));
+    }
     return;
   }
   // The loops below are merge()'s cases with the dispatch on the function and domain taken once

@@ -68,6 +68,9 @@ class AggStates {
 
   void resize(size_t slots);
   void clear();
+  // Returns slots [0, used) to the fresh state and keeps the size, for a table whose slots past
+  // `used` are fresh already (a WindowSet's): refilled one slot at a time, it need not grow again.
+  void clear_used(size_t used);
   // Returns one slot to the fresh state, for tables whose slots are reused one at a time (the
   // pipeline's keyed window_aggregate keeps a ring of open windows per key).
   void reset(uint32_t slot);

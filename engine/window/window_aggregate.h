@@ -153,8 +153,8 @@ class WindowOutput {
       if (!slot_of_key.empty()) {
         for (uint32_t key : keys) slot_of_key[key] = kNoSlot;
       }
+      for (AggStates& a : aggs) a.clear_used(keys.size());
       keys.clear();
-      for (AggStates& a : aggs) a.clear();
     }
   };
 
