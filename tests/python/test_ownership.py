@@ -2,6 +2,8 @@
 them, and every release callback runs exactly once, on success, error and cancellation."""
 
 import gc
+import threading
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -153,9 +155,6 @@ def test_exported_stream_dropped_unread_releases_once():
 def test_an_ended_input_is_released_while_the_run_goes_on(design):
     # The aggregate's producers give an input's stream back once its end is published, on a
     # thread of its own, while the other inputs still run (here: one held open by a generator).
-    import threading
-    import time
-
     go_on = threading.Event()
     schema = table_of(1).schema
 
