@@ -1,6 +1,7 @@
 """aggregate() and live_aggregate(): every design equals the plain reference, exactly, on random
 inputs; bad input gives clear errors with nothing emitted past the fault."""
 
+import math
 import threading
 import time
 
@@ -159,6 +160,28 @@ def test_float_sums_are_exact_whatever_the_design():
         out = po.aggregate([t.slice(0, 2), t.slice(2)], time="t", key="k", window=po.sliding(4, 2),
                            aggs={"s": po.sum("v")}, design=design, threads=2).to_arrow().to_pydict()
         assert out["s"] == [1e300, 1e-300, 5e-324, -1e300, 5e-324], design
+
+
+def test_nan_and_infinities_survive_combining_slices():
+    # A window whose slices hold finite sums and NaN or infinities: combining them must carry the
+    # special values over (the fold of two ordinary sums takes an inline path in the engine). Per
+    # key k, slice [0, 2) holds 1.0 and slice [2, 4) the special value, so every window [0, 4) and
+    # [2, 6) sees it; key 3 holds both infinities: NaN.
+    specials = [float("nan"), float("inf"), float("-inf")]
+    t = pa.table({"t": [0, 0, 0, 0, 2, 2, 2, 2, 2], "k": [0, 1, 2, 3, 0, 1, 2, 3, 3],
+                  "v": [1.0, 1.0, 1.0, 1.0, *specials, float("inf"), float("-inf")]})
+    for design in po.DESIGNS:
+        out = po.aggregate(t, time="t", key="k", window=po.sliding(4, 2), aggs={"s": po.sum("v"), "m": po.mean("v")},
+                           design=design).to_arrow().to_pydict()
+        # Windows [-2, 2) (1.0 only), [0, 4) and [2, 6) (the special value), keys 0..3 in each.
+        special = [math.nan, math.inf, -math.inf, math.nan]
+        want = [(start, k, 1.0 if start == -2 else special[k]) for start in (-2, 0, 2) for k in range(4)]
+        got = list(zip(out["window_start"], out["k"], out["s"], out["m"]))
+        assert len(got) == len(want), design
+        for (start, k, s, m), (w_start, w_k, w) in zip(got, want):
+            assert (start, k) == (w_start, w_k), design
+            for v in (s, m):
+                assert v == w or (math.isnan(v) and math.isnan(w)), (design, start, k, s, m)
 
 
 @pytest.mark.parametrize("size,advance", [(20, 1), (12, 3), (10, 4)])
