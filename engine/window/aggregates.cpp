@@ -202,13 +202,24 @@ void AggStates::add_float(uint32_t slot, double x) {
   wide_of(slot).add(x);
 }
 
+bool AggStates::fold_exact(Cell& c, const Cell& o) noexcept {
+  if (o.wide != 0 || c.wide != 0) return false;
+  if (c.n == 0) {
+    c = o;
+    return true;
+  }
+  if (!c.sum.add(o.sum)) return false;
+  c.n += o.n;
+  c.sum.special |= o.sum.special;
+  return true;
+}
+
 void AggStates::merge_float(uint32_t slot, const AggStates& from, uint32_t from_slot) {
   Cell& c = cells_[slot];
   const Cell& o = from.cells_[from_slot];
-  if (o.n == 0) return;
+  if (o.n == 0 || fold_exact(c, o)) return;
   c.n += o.n;
   c.sum.special |= o.sum.special;
-  if (c.wide == 0 && o.wide == 0 && c.sum.add(o.sum)) return;
   WideSum& w = wide_of(slot);
   w.add(o.sum);
   if (o.wide != 0) w.add(from.wide_[o.wide - 1]);
@@ -354,22 +365,11 @@ void AggStates::merge_all(const AggStates& from, const uint32_t* to, size_t n) {
     return;
   }
   if ((kind_ == AggKind::kSum || kind_ == AggKind::kMean) && domain_ == Domain::kFloat) {
-    // merge_float() inline for the common cells, those whose sums fit an ExactSum: an empty one
-    // takes the other's state, else the counts, flags and exact sums add. The rest (a WideSum on
-    // either side, or a sum that stops fitting) go through merge_float().
+    // fold_exact() inlined for the common cells; merge_float() for the rest (a WideSum on either
+    // side, or a sum that stops fitting).
     for (size_t i = 0; i < n; ++i) {
       const Cell& o = from.cells_[i];
-      if (o.n == 0) continue;
-      Cell& c = cells_[to[i]];
-      if (o.wide == 0 && c.n == 0 && c.wide == 0) {
-        c = o;
-        continue;
-      }
-      if (o.wide == 0 && c.wide == 0 && c.sum.add(o.sum)) {
-        c.n += o.n;
-        c.sum.special |= o.sum.special;
-        continue;
-      }
+      if (o.n == 0 || fold_exact(cells_[to[i]], o)) continue;
       merge_float(to[i], from, static_cast<uint32_t>(i));
     }
     return;

@@ -116,6 +116,9 @@ class AggStates {
   // Float sums: adds to the cell's ExactSum, moving to a WideSum when it no longer fits.
   void add_float(uint32_t slot, double x);
   void merge_float(uint32_t slot, const AggStates& from, uint32_t from_slot);
+  // A non-empty `o` folded into `c` when both sums are ExactSums and the result still fits (an
+  // empty `c` takes `o`'s state); false, with nothing changed, otherwise.
+  static bool fold_exact(Cell& c, const Cell& o) noexcept;
   WideSum& wide_of(uint32_t slot);  // the slot's WideSum, taken from spare_wide_ or made
   void drop_wide(Cell& c);          // returns a slot's WideSum to spare_wide_
   double float_sum(const Cell& c) const noexcept;
