@@ -95,6 +95,13 @@ class TGate {
   // input's bound) the caller has validated with an InputTimes (gate/times.h). Blocks (without spinning)
   // while the input has max_arenas_per_input arenas not yet reclaimed, unless `wait` is false,
   // in which case it returns false instead of inserting anything.
+  // A producer that feeds several inputs must never block on one while another of its inputs
+  // holds back the readers: a batch longer than arena_rows is inserted an arena at a time and
+  // may block part-way, its inserted part running past the times the producer's other inputs
+  // have reached, and those inputs then wait for the producer. Deadlock-free: calls of at most
+  // arena_rows rows (all or nothing), each into the owned input with the least next time
+  // (ties: least index), the others heartbeated at their next times before a call may block
+  // (tgate_bench.cpp; multiway.cpp's producers do the same but poll instead of blocking).
   bool insert(size_t slot, uint32_t input, const Batch& batch, const int64_t* times, bool wait = true);
   // Single tuple form of insert (the paper's insertTuple): a one-row arena.
   void insert_tuple(size_t slot, uint32_t input, const Batch& batch, int64_t row, int64_t time);

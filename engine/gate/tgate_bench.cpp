@@ -1,14 +1,20 @@
 #include "gate/tgate_bench.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "core/error.h"
+
 namespace pao::gate {
 
 GateBenchResult benchmark_gate(size_t inputs, int64_t tuples, Readiness readiness, size_t producers,
                                int64_t batch_rows) {
+  if (inputs < 1 || tuples < 0 || batch_rows < 1) {
+    throw Error(ErrorKind::kInvalidInput, "benchmark_gate needs inputs >= 1, tuples >= 0 and batch_rows >= 1");
+  }
   producers = std::max<size_t>(1, std::min(producers, inputs));
   const int64_t per_input = tuples / static_cast<int64_t>(inputs);
   DataType int64;
@@ -34,28 +40,37 @@ GateBenchResult benchmark_gate(size_t inputs, int64_t tuples, Readiness readines
   std::vector<std::thread> threads;
   for (size_t p = 0; p < producers; ++p) {
     threads.emplace_back([&, p] {
-      // Round-robin over the owned inputs, batch by batch, heartbeating before blocking.
-      std::vector<size_t> mine, next;
+      // The owned input with the least next time goes next, an arena's rows at a time, and the
+      // others are heartbeated at their next times before an insert may block: the rule under
+      // which a producer of several inputs cannot deadlock (TGate::insert). Whole batches of
+      // more than an arena could block part-way with their inserted part past the owned inputs'
+      // times, and the readers would wait for those inputs (it hung with 65536-row batches).
+      const auto arena = gate.options().arena_rows;
+      std::vector<size_t> mine;
       for (size_t i = p; i < inputs; i += producers) mine.push_back(i);
-      next.assign(mine.size(), 0);
-      for (bool any = true; any;) {
-        any = false;
+      std::vector<int64_t> next(mine.size(), 0);  // the owned inputs' next row
+      if (per_input == 0) {
+        for (size_t i : mine) gate.close(static_cast<uint32_t>(i));
+      }
+      for (;;) {
+        size_t best = mine.size();
         for (size_t m = 0; m < mine.size(); ++m) {
-          const size_t i = mine[m];
-          if (next[m] == batches[i].size()) continue;
-          any = true;
-          const int64_t offset = static_cast<int64_t>(next[m]) * batch_rows;
-          const Batch& b = batches[i][next[m]];
-          if (!gate.insert(p, static_cast<uint32_t>(i), b, times[i].data() + offset, false)) {
-            for (size_t o = 0; o < mine.size(); ++o) {
-              if (next[o] < batches[mine[o]].size()) {
-                gate.heartbeat(static_cast<uint32_t>(mine[o]), times[mine[o]][next[o] * batch_rows]);
-              }
-            }
-            gate.insert(p, static_cast<uint32_t>(i), b, times[i].data() + offset, true);
-          }
-          if (++next[m] == batches[i].size()) gate.close(static_cast<uint32_t>(i));
+          if (next[m] == per_input) continue;
+          if (best == mine.size() || times[mine[m]][next[m]] < times[mine[best]][next[best]]) best = m;
         }
+        if (best == mine.size()) break;
+        const size_t i = mine[best];
+        const int64_t row = next[best];
+        const int64_t len = std::min({arena, batch_rows - row % batch_rows, per_input - row});
+        const Batch& b = batches[i][static_cast<size_t>(row / batch_rows)];
+        const Batch part = len == b.num_rows() ? b : b.slice(row % batch_rows, len);
+        if (!gate.insert(p, static_cast<uint32_t>(i), part, times[i].data() + row, false)) {
+          for (size_t m = 0; m < mine.size(); ++m) {
+            if (next[m] < per_input) gate.heartbeat(static_cast<uint32_t>(mine[m]), times[mine[m]][next[m]]);
+          }
+          gate.insert(p, static_cast<uint32_t>(i), part, times[i].data() + row, true);
+        }
+        if ((next[best] += len) == per_input) gate.close(static_cast<uint32_t>(i));
       }
     });
   }

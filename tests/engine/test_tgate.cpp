@@ -3,11 +3,15 @@
 // (run under ThreadSanitizer by `make tsan-test`).
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <thread>
 #include <tuple>
 
 #include "gate/tgate.h"
+#include "gate/tgate_bench.h"
 #include "helpers.h"
 #include "unit.h"
 
@@ -215,14 +219,15 @@ TEST(stress_many_producers_and_readers) {
       std::vector<uint32_t> mine;
       for (uint32_t i = p; i < kInputs; i += kProducers) mine.push_back(i);
       for (;;) {
-        // The owned input that is furthest behind goes next; the others get heartbeats at
-        // their next time so nobody waits on this thread while it is blocked.
+        // The owned input that is furthest behind goes next, at most an arena (64 rows) at a
+        // time, and the others get heartbeats at their next time so nobody waits on this thread
+        // while it is blocked (TGate::insert: a longer batch could block part-way past them).
         uint32_t best = kInputs;
         for (uint32_t i : mine) {
           if (next[i] < times[i].size() && (best == kInputs || times[i][next[i]] < times[best][next[best]])) best = i;
         }
         if (best == kInputs) break;
-        const size_t n = std::min<size_t>(times[best].size() - next[best], 1 + local() % 200);
+        const size_t n = std::min<size_t>(times[best].size() - next[best], 1 + local() % 64);
         std::vector<int64_t> part(times[best].begin() + next[best], times[best].begin() + next[best] + n);
         Batch b = times_batch(part);
         if (!g.insert(p, best, b, part.data(), false)) {
@@ -260,6 +265,83 @@ TEST(stress_many_producers_and_readers) {
   }
   for (int i = 0; i < 4; ++i) g.reclaim();
   CHECK(g.peak_live_arenas() <= kInputs * 4);
+}
+
+TEST(one_producer_per_input_may_insert_batches_longer_than_the_back_pressure_window) {
+  // A producer owning a single input may insert batches of many arenas and block part-way
+  // (TGate::insert): what it holds back is its own full input, whose unread tuples the readers
+  // can always take. 3 inputs, 3 producers, 16-row arenas, at most 2 per input, batches of up
+  // to 200 rows; the reader must see the merged order.
+  constexpr uint32_t kInputs = 3;
+  constexpr int kRows = 20000;
+  TGate g(TGateOptions{.inputs = kInputs, .readers = 1, .producers = kInputs, .arena_rows = 16,
+                       .max_arenas_per_input = 2});
+  std::vector<std::vector<int64_t>> times(kInputs);
+  std::vector<Seen> reference;
+  std::mt19937_64 rng(5);
+  for (uint32_t i = 0; i < kInputs; ++i) {
+    int64_t t = 0;
+    for (int p = 0; p < kRows; ++p) {
+      t += rng() % 3;
+      times[i].push_back(t);
+      reference.push_back({t, i, uint64_t(p)});
+    }
+  }
+  std::sort(reference.begin(), reference.end());
+  std::vector<std::thread> threads;
+  for (uint32_t i = 0; i < kInputs; ++i) {
+    threads.emplace_back([&, i] {
+      std::mt19937_64 local(i);
+      for (size_t next = 0; next < times[i].size();) {
+        const size_t n = std::min<size_t>(times[i].size() - next, 1 + local() % 200);
+        std::vector<int64_t> part(times[i].begin() + next, times[i].begin() + next + n);
+        g.insert(i, i, times_batch(part), part.data());
+        next += n;
+      }
+      g.close(i);
+    });
+  }
+  std::vector<Seen> got;
+  for (;;) {
+    const uint64_t seen = g.progress();
+    ReadResult x = g.next_ready_tuple(0);
+    if (x.state == State::kEnd) break;
+    if (x.state == State::kTuple) {
+      got.push_back({x.tuple.time, x.tuple.input, x.tuple.position});
+    } else {
+      g.wait_for_progress(seen);
+    }
+  }
+  for (auto& t : threads) t.join();
+  CHECK(got == reference);
+  CHECK(g.peak_live_arenas() <= kInputs * 2);
+}
+
+TEST(benchmark_gate_reads_every_tuple_whatever_the_batch_size) {
+  // Batches longer than the back-pressure window (16 arenas of 4096 rows) with several inputs per
+  // producer: the benchmark's producers inserted whole batches and hung on them (TGate::insert).
+  // A hang fails the test after a minute instead of stalling the run.
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 600 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!done.load()) {
+      std::fprintf(stderr, "benchmark_gate did not finish within 60 s\n");
+      std::_Exit(1);
+    }
+  });
+  struct Run {
+    size_t inputs, producers;
+    int64_t tuples, batch_rows;
+  };
+  for (const Run r : {Run{4, 2, 600000, 131072}, Run{5, 2, 600000, 65536}, Run{3, 2, 90000, 7000},
+                      Run{2, 2, 50000, 1}, Run{3, 1, 2, 1000}}) {
+    for (const auto readiness : {gate::Readiness::kExact, gate::Readiness::kScanAll}) {
+      const gate::GateBenchResult got = gate::benchmark_gate(r.inputs, r.tuples, readiness, r.producers, r.batch_rows);
+      CHECK_EQ(got.tuples, r.tuples / static_cast<int64_t>(r.inputs) * static_cast<int64_t>(r.inputs));
+    }
+  }
+  done.store(true);
+  watchdog.join();
 }
 
 UNIT_MAIN()
