@@ -50,6 +50,24 @@ void insert(TGate& g, uint32_t input, const std::vector<int64_t>& times, size_t 
   g.insert(slot, input, times_batch(times), times.data());
 }
 
+// `inputs` sorted inputs of `rows` times each into *times (steps of 0-2, so the inputs interleave
+// finely and tie often), and their merged order.
+std::vector<Seen> random_inputs(uint32_t inputs, int rows, uint64_t seed, std::vector<std::vector<int64_t>>& times) {
+  times.assign(inputs, {});
+  std::vector<Seen> merged;
+  std::mt19937_64 rng(seed);
+  for (uint32_t i = 0; i < inputs; ++i) {
+    int64_t t = 0;
+    for (int p = 0; p < rows; ++p) {
+      t += rng() % 3;
+      times[i].push_back(t);
+      merged.push_back({t, i, uint64_t(p)});
+    }
+  }
+  std::sort(merged.begin(), merged.end());
+  return merged;
+}
+
 }  // namespace
 
 TEST(newest_tuple_is_released_as_soon_as_ready) {
@@ -199,18 +217,8 @@ TEST(stress_many_producers_and_readers) {
   constexpr int kRows = 20000;
   TGate g(TGateOptions{.inputs = kInputs, .readers = kReaders, .producers = kProducers,
                        .arena_rows = 64, .max_arenas_per_input = 4});
-  std::vector<std::vector<int64_t>> times(kInputs);
-  std::vector<Seen> reference;
-  std::mt19937_64 rng(3);
-  for (uint32_t i = 0; i < kInputs; ++i) {
-    int64_t t = 0;
-    for (int p = 0; p < kRows; ++p) {
-      t += rng() % 3;
-      times[i].push_back(t);
-      reference.push_back({t, i, uint64_t(p)});
-    }
-  }
-  std::sort(reference.begin(), reference.end());
+  std::vector<std::vector<int64_t>> times;
+  const std::vector<Seen> reference = random_inputs(kInputs, kRows, 3, times);
   std::vector<std::thread> threads;
   for (uint32_t p = 0; p < kProducers; ++p) {
     threads.emplace_back([&, p] {
@@ -276,18 +284,8 @@ TEST(one_producer_per_input_may_insert_batches_longer_than_the_back_pressure_win
   constexpr int kRows = 20000;
   TGate g(TGateOptions{.inputs = kInputs, .readers = 1, .producers = kInputs, .arena_rows = 16,
                        .max_arenas_per_input = 2});
-  std::vector<std::vector<int64_t>> times(kInputs);
-  std::vector<Seen> reference;
-  std::mt19937_64 rng(5);
-  for (uint32_t i = 0; i < kInputs; ++i) {
-    int64_t t = 0;
-    for (int p = 0; p < kRows; ++p) {
-      t += rng() % 3;
-      times[i].push_back(t);
-      reference.push_back({t, i, uint64_t(p)});
-    }
-  }
-  std::sort(reference.begin(), reference.end());
+  std::vector<std::vector<int64_t>> times;
+  const std::vector<Seen> reference = random_inputs(kInputs, kRows, 5, times);
   std::vector<std::thread> threads;
   for (uint32_t i = 0; i < kInputs; ++i) {
     threads.emplace_back([&, i] {
