@@ -187,8 +187,13 @@ TGate::Arena* TGate::make_arena(size_t slot, uint32_t input, const Batch& batch,
 }
 
 void TGate::free_arena(Arena* a) {
-  inputs_[a->input].live_arenas.fetch_sub(1, std::memory_order_release);
+  // The total drops before the input's count, whose release store publishes the drop to the
+  // input's producer (its acquire load lets it insert again), and make_arena raises the total
+  // before the input's count: so the total never exceeds inputs * max_arenas_per_input, and
+  // neither does the peak. (The other order let a producer's new arena be counted while a
+  // freed one still was: a peak one over that bound.)
   live_arenas_total_.fetch_sub(1, std::memory_order_relaxed);
+  inputs_[a->input].live_arenas.fetch_sub(1, std::memory_order_release);
   const size_t capacity = a->capacity;
   a->~Arena();  // releases the batch; nodes are trivially destructible
   give_block(a, capacity);

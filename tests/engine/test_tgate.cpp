@@ -336,6 +336,7 @@ TEST(benchmark_gate_reads_every_tuple_whatever_the_batch_size) {
     for (const auto readiness : {gate::Readiness::kExact, gate::Readiness::kScanAll}) {
       const gate::GateBenchResult got = gate::benchmark_gate(r.inputs, r.tuples, readiness, r.producers, r.batch_rows);
       CHECK_EQ(got.tuples, r.tuples / static_cast<int64_t>(r.inputs) * static_cast<int64_t>(r.inputs));
+      CHECK(got.peak_live_arenas <= r.inputs * 16);  // the default back-pressure window per input
     }
   }
   done.store(true);
