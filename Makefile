@@ -20,7 +20,9 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.4" cmake ninja
+# setuptools and wheel: with --no-build-isolation, sdists among the dependencies (PyPI serves pyspark as
+# one) are built in this venv, so it needs their build backend.
+	$(PY) -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.4" cmake ninja setuptools wheel
 	$(PY) -m pip install -q --no-build-isolation -Ceditable.rebuild=true -Ceditable.verbose=false -e '.[test,bench,spark]'
 	touch $@
 
