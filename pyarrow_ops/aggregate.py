@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from pyarrow_ops import _engine
 from pyarrow_ops.aggregates import Agg
-from pyarrow_ops.io import Input, Result, as_input_list, as_stream
+from pyarrow_ops.io import Input, Result, as_input_list, as_streams, conform
 from pyarrow_ops.windows import Window
 
 DESIGNS = ("auto", "mq", "mqlf", "tumlsc", "sliced", "tumlmc", "wiml")
@@ -146,8 +146,7 @@ def aggregate(
     items = as_input_list(inputs)
     streams: list[_engine.Stream] = []
     try:
-        for index, item in enumerate(items):
-            streams.append(as_stream(item, index))
+        streams = as_streams(items)
         schema = pa.schema(streams[0]) if streams else None
         if schema is None:
             raise _engine.InvalidInputError("aggregate needs at least one input")
@@ -223,18 +222,26 @@ class LiveAggregate:
         return input
 
     def push(self, input: int, batch: Any) -> None:
-        """Adds a record batch (anything with ``__arrow_c_array__``) to ``input``."""
+        """Adds a record batch (anything with ``__arrow_c_array__``) to ``input``.
+
+        Raises :class:`UsageError` if ``input`` was closed (nothing changes: the call is refused
+        whole). A pyarrow batch whose string columns differ from the schema only in flavour
+        (``large_string``, ``string_view``) is cast to it."""
         if not hasattr(batch, "__arrow_c_array__"):
             raise TypeError(f"push takes a record batch, got {type(batch).__name__}")
+        if isinstance(batch, pa.RecordBatch):
+            batch = conform(batch, self.schema)
         schema_capsule, array_capsule = batch.__arrow_c_array__()
         self._handle.push(self._input(input), schema_capsule, array_capsule)
 
     def heartbeat(self, input: int, time: Any) -> None:
-        """Promises that ``input`` sends nothing earlier than ``time``."""
+        """Promises that ``input`` sends nothing earlier than ``time``. :class:`UsageError` if
+        ``input`` was closed."""
         self._handle.heartbeat(self._input(input), _time_value(time, self._time_type))
 
     def close(self, input: int) -> None:
-        """``input`` sends nothing more."""
+        """``input`` sends nothing more. Closing it again raises :class:`UsageError`, as does any
+        later push or heartbeat on it: each is refused whole, so nothing is lost or held."""
         self._handle.close(self._input(input))
 
     def cancel(self) -> None:

@@ -1,9 +1,15 @@
 """Turning anything Arrow-shaped into engine inputs, and engine results into pyarrow and Polars.
 
-Nothing here copies column data, with one exception: ``string_view`` columns (Polars' default
-export) are cast to ``string`` batch by batch as the engine reads them, because the engine stores
-strings with offsets. ``string`` rather than ``large_string`` so that they match what pyarrow and
-Parquet produce, and Polars and pyarrow inputs can be merged together.
+Nothing here copies column data, with two exceptions, both cast batch by batch as the engine
+reads them:
+
+- ``string_view`` columns (Polars' default export) become ``string``, because the engine stores
+  strings with offsets; ``string`` rather than ``large_string`` so that they match what pyarrow
+  and Parquet produce.
+- Where inputs disagree only in the flavour of a column, ``string`` and ``large_string`` (say a
+  Polars frame and a Parquet file Polars wrote), or ``binary`` and ``large_binary``, that column is
+  read as ``large_string`` (``large_binary``) in every input, which holds any batch; the cast
+  widens the offsets and shares the character data (:func:`unify_string_types`).
 """
 
 from __future__ import annotations
@@ -129,6 +135,74 @@ def as_stream(obj: Input, index: int) -> _engine.Stream:
         f"{label}: cannot read a {type(obj).__name__}; pass an Arrow table, record batch, "
         "reader, Polars DataFrame, Parquet path, or an iterable of record batches"
     )
+
+
+# The flavours of one logical type the inputs may mix, and the one they are read as.
+_FLAVOURS = {pa.string(): pa.large_string(), pa.large_string(): pa.large_string(),
+             pa.binary(): pa.large_binary(), pa.large_binary(): pa.large_binary()}
+
+
+class _Exported:
+    """An engine stream seen through the Arrow stream protocol, so that pyarrow can wrap it."""
+
+    def __init__(self, stream: _engine.Stream) -> None:
+        self._stream = stream
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        return self._stream.export_stream()
+
+
+def unify_string_types(streams: list[_engine.Stream]) -> list[_engine.Stream]:
+    """The inputs, with every column whose type differs across them only between ``string`` and
+    ``large_string`` (or ``binary`` and ``large_binary``) read as the large flavour in all of them.
+    Other differences are left for the engine to report (SchemaMismatchError). Inputs that need no
+    cast are returned as they are, so nothing changes where the inputs agree."""
+    if len(streams) < 2:
+        return streams
+    schemas = [pa.schema(s) for s in streams]
+    widen: dict[str, pa.DataType] = {}
+    for name in schemas[0].names:
+        types = {sch.field(name).type for sch in schemas if name in sch.names}
+        if len(types) > 1 and all(t in _FLAVOURS for t in types) and len({_FLAVOURS[t] for t in types}) == 1:
+            widen[name] = _FLAVOURS[next(iter(types))]
+    if not widen:
+        return streams
+    out = []
+    for index, (stream, schema) in enumerate(zip(streams, schemas)):
+        target = pa.schema([f.with_type(widen.get(f.name, f.type)) for f in schema], metadata=schema.metadata)
+        if target.equals(schema):
+            out.append(stream)
+            continue
+        reader = pa.RecordBatchReader.from_stream(_Exported(stream)).cast(target)
+        out.append(_engine.stream_from_capsule(reader.__arrow_c_stream__(), f"input {index}"))
+    return out
+
+
+def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """A pushed batch whose columns differ from a live input's ``schema`` only in string or binary
+    flavour (``string_view``, ``large_string``, ...), cast to it; any other batch as it is, for the
+    engine to check and report."""
+    if batch.schema.equals(schema) or batch.schema.names != schema.names:
+        return batch
+    def flavour(t: pa.DataType) -> pa.DataType:
+        return _FLAVOURS.get(_VIEW_REPLACEMENTS.get(t, t), t)
+    if all(flavour(a.type) == flavour(b.type) for a, b in zip(batch.schema, schema)):
+        return batch.cast(schema)
+    return batch
+
+
+def as_streams(items: list[Input]) -> list[_engine.Stream]:
+    """Every input as an engine stream (:func:`as_stream`), string flavours unified. On an error,
+    the streams made so far are closed."""
+    streams: list[_engine.Stream] = []
+    try:
+        for index, item in enumerate(items):
+            streams.append(as_stream(item, index))
+        return unify_string_types(streams)
+    except BaseException:
+        for stream in streams:
+            stream.close()
+        raise
 
 
 def as_input_list(inputs: Input | Iterable[Input]) -> list[Input]:

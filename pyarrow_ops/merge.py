@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pyarrow_ops import _engine
-from pyarrow_ops.io import Input, Result, as_input_list, as_stream
+from pyarrow_ops.io import Input, Result, as_input_list, as_streams
 
 DEFAULT_BATCH_SIZE = 65536
 
@@ -54,8 +54,7 @@ def merge(
     items = as_input_list(inputs)
     streams: list[_engine.Stream] = []
     try:
-        for index, item in enumerate(items):
-            streams.append(as_stream(item, index))
+        streams = as_streams(items)
         return Result(_engine.merge(streams, time, batch_size))
     finally:
         for stream in streams:  # those merge took are already closed; the rest are released now

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import queue
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -14,7 +15,7 @@ from pyarrow_ops import _engine
 from pyarrow_ops.aggregate import _aggs, _keys
 from pyarrow_ops.aggregates import Agg
 from pyarrow_ops.expr import Expr, col
-from pyarrow_ops.io import Input, Result, as_input_list, as_stream
+from pyarrow_ops.io import Input, Result, as_input_list, as_streams, conform
 from pyarrow_ops.windows import Window, _in_units
 
 SCHEDULERS = ("ct", "lp", "et", "qst")
@@ -74,6 +75,9 @@ class Pipeline:
         self._inputs = as_input_list(inputs)
         if not self._inputs:
             raise _engine.InvalidInputError("a pipeline needs at least one input")
+        for index, item in enumerate(self._inputs):
+            if isinstance(item, LiveInput):
+                item._label = f"live input {index}"  # errors name the input as the merge does
         self._time = time
         self._ops: tuple[tuple[str, tuple[Any, ...]], ...] = ()
         self._last: PipelineResult | None = None
@@ -272,8 +276,7 @@ class Pipeline:
         # merge=False, carry: see _engine.run_pipeline; pyarrow_ops.spark runs stages this way.
         streams: list[_engine.Stream] = []
         try:
-            for index, item in enumerate(self._inputs):
-                streams.append(as_stream(item, index))
+            streams = as_streams(self._inputs)
             schema = pa.schema(streams[0])
             # Unmerged input (a later Spark stage) may have lost the time column to an operator,
             # like a window_aggregate; an operator that needs it still says so.
@@ -301,9 +304,10 @@ class LiveInput:
     Pass it to :class:`Pipeline` like any input; then, from any thread, :meth:`push` batches (in
     time order) and finally :meth:`close`. ``push`` waits while ``max_batches`` batches are queued
     (back-pressure: memory stays bounded however fast you push). The pipeline's result yields
-    batches as they are ready. With several inputs, the merge needs every open input's next tuple
-    (or its close) before it can release a later one, so an idle input holds the others back
-    until it pushes or closes.
+    rows as soon as they are ready, never waiting for a batch to fill. With several inputs, the
+    merge needs every open input's next tuple (or its close) before it can release a later one,
+    so an idle input holds the others back until it pushes or closes. A push or close after
+    :meth:`close` raises :class:`UsageError` and changes nothing.
 
     >>> import threading, pyarrow as pa, pyarrow_ops as po
     >>> live = po.LiveInput(pa.schema([("ts", pa.int64()), ("user", pa.int64())]))
@@ -325,22 +329,37 @@ class LiveInput:
         self._queue: queue.Queue[Any] = queue.Queue(max_batches)
         self._closed = False
         self._pushed = 0
+        self._label = "live input"  # "live input 2" once a Pipeline takes it as its input 2
+        # push() and close() may come from several threads: the closed check and the queueing
+        # must be one step, or a push could slip in behind the end marker and be lost.
+        self._lock = threading.Lock()
+
+    def _refuse_if_closed(self, call: str) -> None:
+        if self._closed:
+            raise _engine.UsageError(
+                f"{call}() on {self._label}, which is closed: close() promised it sends nothing more; "
+                "the call changed nothing")
 
     def push(self, batch: pa.RecordBatch | pa.Table) -> None:
-        """Queues a batch (or each batch of a table); waits while the queue is full."""
-        if self._closed:
-            raise _engine.UsageError("push() after close(): this live input is closed")
+        """Queues a batch (or each batch of a table); waits while the queue is full. Batches whose
+        string columns differ from the schema only in flavour (``large_string``, ``string_view``)
+        are cast to it."""
         batches = batch.to_batches() if isinstance(batch, pa.Table) else [pa.record_batch(batch)]
-        for b in batches:
+        batches = [conform(b, self.schema) for b in batches]
+        for b in batches:  # checked whole first: a refused push queues nothing
             if not b.schema.equals(self.schema):
                 raise _engine.SchemaMismatchError(
-                    f"live input, batch {self._pushed}: schema {b.schema} differs from the input's {self.schema}")
-            self._pushed += 1
-            self._queue.put(b)
+                    f"{self._label}, batch {self._pushed}: schema {b.schema} differs from the input's {self.schema}")
+        with self._lock:
+            self._refuse_if_closed("push")
+            for b in batches:
+                self._pushed += 1
+                self._queue.put(b)
 
     def close(self) -> None:
-        """Ends the input: nothing more will be pushed."""
-        if not self._closed:
+        """Ends the input: nothing more will be pushed. Closing twice is a :class:`UsageError`."""
+        with self._lock:
+            self._refuse_if_closed("close")
             self._closed = True
             self._queue.put(LiveInput._END)
 

@@ -937,8 +937,10 @@ void visit_strings(const Datum& d, F&& f) {
   return f(Strings<int64_t>(d));
 }
 
+// `row` is the row of the batch being evaluated; the pipeline runtime names the operator and the
+// row within its input (core/error.h).
 [[noreturn]] void row_error(const Node& node, const std::string& what, int64_t row) {
-  throw Error(ErrorKind::kInvalidInput, what + " in " + node.text + " (row " + std::to_string(row) + " of the batch)");
+  throw Error(ErrorKind::kInvalidInput, what + " in " + node.text, row);
 }
 
 // The first row where `bad` holds among the non-null rows of a result, if any.

@@ -231,8 +231,10 @@ class Merge final : public BatchSource {
           deferred_ = {i, end - c.pos};
           return slice;
         }
-        advance(i, end - c.pos);
-        pending_ = std::move(slice);  // emit what was gathered first, to keep the order
+        // Emit what was gathered first, to keep the order, and move on only after both have left
+        // (the move may pull the input's next batch, and a live input's pull may wait).
+        deferred_ = {i, end - c.pos};
+        pending_ = std::move(slice);
         break;
       }
       const int64_t take = std::min(end - c.pos, options_.batch_size - rows);
@@ -246,6 +248,14 @@ class Merge final : public BatchSource {
         segments_.push_back(Segment{static_cast<uint32_t>(c.slot), c.pos, take});
       }
       rows += take;
+      if (c.pos + take == c.end) {
+        // The input's batch is used up, and pulling its next one may wait for a live producer.
+        // Every row gathered precedes every other input's current row, and this input's next
+        // rows come after them, so they are ready: they leave now, and the pull waits for the
+        // next call. batch_size bounds a batch; it is never a reason to hold ready rows back.
+        deferred_ = {i, take};
+        break;
+      }
       advance(i, take);
     }
     if (rows == 0) return std::nullopt;

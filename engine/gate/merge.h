@@ -18,7 +18,9 @@ struct MergeOptions {
 // The returned source pulls its inputs lazily, one batch of one input at a time, and emits:
 //  - a zero-copy slice of an input batch for every run of rows that come consecutively from one
 //    input and are long enough (every run, with one input: a single input passes through);
-//  - otherwise new batches of up to batch_size rows gathered from the inputs.
+//  - otherwise new batches of up to batch_size rows gathered from the inputs;
+// and a batch leaves as soon as going on would pull an input (a live one may wait): results are
+// never held back for batch_size rows to gather.
 // It validates as it pulls, before any row of a batch is emitted: time never null, each input
 // sorted by time; it throws pao::Error naming input, row (0-based, counted across the input's
 // batches) and values. Construction checks that the time column exists, is temporal, and that

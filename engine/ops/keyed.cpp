@@ -53,6 +53,13 @@ Piece one_per_row(const std::shared_ptr<const Schema>& input, const std::shared_
   return {add_columns(output, take_rows(input, in, rows), added), std::vector<int64_t>(rows.begin(), rows.end())};
 }
 
+// The time column of an operator that reads it only to check the order: none when `time` is
+// empty or not in the schema.
+std::optional<TimeColumn> order_time(const Schema& schema, const std::string& time, const std::string& op) {
+  if (time.empty() || !schema.find(time)) return std::nullopt;
+  return find_time(schema, time, op);
+}
+
 void check_gap(int64_t gap, const std::string& op) {
   if (gap < 0) {
     throw Error(ErrorKind::kInvalidInput, op + ": gap must be at least 0 (in the time column's unit), got " +
@@ -88,7 +95,9 @@ class Sessionize final : public PartitionedOperator<KeyedPart<Session>> {
     std::vector<ColumnBuilder> added{ColumnBuilder(of(TypeId::kInt64))};
     for (int64_t r : rows) {
       Session& s = part.of(in, r);
-      s.advance(time_.at(in, r, "sessionize"), gap_);
+      const int64_t t = time_.at(in, r);
+      if (s.number >= 0 && t < s.last) time_.went_back(r, t, s.last);
+      s.advance(t, gap_);
       added[0].append_fixed(&s.number);
     }
     return one_per_row(input_, output_, in, rows, added);
@@ -118,6 +127,7 @@ struct Previous {
 struct PreviousPart {
   window::KeyTable keys;
   std::vector<Previous> previous;
+  KeyTimes times;
 
   PreviousPart(const Schema& schema, const std::vector<size_t>& key_columns) : keys(schema, key_columns) {}
 };
@@ -135,10 +145,9 @@ class LagDelta final : public PartitionedOperator<PreviousPart> {
         key_names_(std::move(keys)),
         names_(std::move(columns)) {
     const std::string op = name();
-    if (time) {
-      const TimeColumn t = find_time(*input_, *time, op);
-      if (names_.empty()) names_.push_back(t.name);
-    }
+    if (time) time_ = order_time(*input_, *time, op);
+    if (mode_ == Mode::kDelta && time && !time_) find_time(*input_, *time, op);  // delta needs it: name it missing
+    if (time_ && mode_ == Mode::kDelta && names_.empty()) names_.push_back(time_->name);
     if (names_.empty()) throw Error(ErrorKind::kInvalidInput, op + ": needs at least one column");
     std::vector<Field> added;
     for (const std::string& n : names_) {
@@ -175,7 +184,9 @@ class LagDelta final : public PartitionedOperator<PreviousPart> {
     std::vector<ColumnBuilder> added;
     for (size_t j = 0; j < n; ++j) added.emplace_back(output_->fields[input_->fields.size() + j].type);
     for (int64_t r : rows) {
-      const size_t at = static_cast<size_t>(part.keys.id(in, r)) * n;
+      const uint32_t key = part.keys.id(in, r);
+      if (time_) part.times.check(key, *time_, in, r);
+      const size_t at = static_cast<size_t>(key) * n;
       if (at >= part.previous.size()) part.previous.resize(at + n);  // a new key: none valid
       Previous* previous = &part.previous[at];
       for (size_t j = 0; j < n; ++j) {
@@ -243,6 +254,7 @@ class LagDelta final : public PartitionedOperator<PreviousPart> {
 
   Mode mode_;
   std::vector<std::string> key_names_;
+  std::optional<TimeColumn> time_;
   std::vector<std::string> names_;
   std::vector<size_t> columns_;
 };
@@ -253,6 +265,7 @@ class LagDelta final : public PartitionedOperator<PreviousPart> {
 struct RunningPart {
   window::KeyTable keys;
   std::vector<window::AggStates> aggs;
+  KeyTimes times;
 
   RunningPart(const Schema& schema, const std::vector<size_t>& key_columns, const std::vector<window::AggStates>& prototypes)
       : keys(schema, key_columns), aggs(prototypes) {}
@@ -262,8 +275,12 @@ struct RunningPart {
 // never closes, all of its tuples in one slice, emitted after every tuple.
 class Running final : public PartitionedOperator<RunningPart> {
  public:
-  Running(std::shared_ptr<const Schema> input, std::vector<std::string> keys, std::vector<window::AggSpec> aggs)
-      : PartitionedOperator(input, find_keys(*input, keys, "running")), key_names_(std::move(keys)), specs_(std::move(aggs)) {
+  Running(std::shared_ptr<const Schema> input, std::vector<std::string> keys, std::vector<window::AggSpec> aggs,
+          const std::string& time)
+      : PartitionedOperator(input, find_keys(*input, keys, "running")),
+        key_names_(std::move(keys)),
+        specs_(std::move(aggs)),
+        time_(order_time(*input_, time, "running")) {
     if (specs_.empty()) throw Error(ErrorKind::kInvalidInput, "running: needs at least one aggregate");
     std::vector<Field> added;
     for (const window::AggSpec& spec : specs_) {
@@ -290,6 +307,7 @@ class Running final : public PartitionedOperator<RunningPart> {
     for (const window::AggStates& a : prototypes_) added.emplace_back(a.output_type());
     for (int64_t r : rows) {
       const uint32_t id = part.keys.id(in, r);
+      if (time_) part.times.check(id, *time_, in, r);
       for (size_t j = 0; j < part.aggs.size(); ++j) {
         window::AggStates& a = part.aggs[j];
         if (id >= a.size()) a.resize(std::max<size_t>({16, 2 * a.size(), static_cast<size_t>(id) + 1}));
@@ -307,6 +325,7 @@ class Running final : public PartitionedOperator<RunningPart> {
 
   std::vector<std::string> key_names_;
   std::vector<window::AggSpec> specs_;
+  std::optional<TimeColumn> time_;
   std::vector<window::AggStates> prototypes_;
 };
 
@@ -314,7 +333,8 @@ class Running final : public PartitionedOperator<RunningPart> {
 
 struct Passed {
   bool any = false;
-  int64_t last = 0;  // the time of the key's last passed tuple
+  int64_t last = 0;          // the time of the key's last passed tuple
+  int64_t seen = INT64_MIN;  // the time of the key's previous tuple, for the order check
 };
 
 class Dedupe final : public PartitionedOperator<KeyedPart<Passed>> {
@@ -347,12 +367,14 @@ class Dedupe final : public PartitionedOperator<KeyedPart<Passed>> {
     std::vector<int64_t> kept;
     for (int64_t r : rows) {
       Passed& p = part.of(in, r);
+      const int64_t t = time_.at(in, r);
+      if (t < p.seen) time_.went_back(r, t, p.seen);
+      p.seen = t;
       if (!within_) {
         if (!p.any) kept.push_back(r);
         p.any = true;
         continue;
       }
-      const int64_t t = time_.at(in, r, "dedupe");
       if (!p.any || __int128{t} - p.last > *within_) {
         kept.push_back(r);
         p.any = true;
@@ -440,7 +462,9 @@ class Pairs final : public PartitionedOperator<PairsPart> {
     std::vector<int64_t> sources;
     for (int64_t r : rows) {
       PairSession& s = part.of(in, r);
-      if (s.session.advance(time_.at(in, r, "pairs"), gap_)) {
+      const int64_t t = time_.at(in, r);
+      if (s.session.number >= 0 && t < s.session.last) time_.went_back(r, t, s.session.last);
+      if (s.session.advance(t, gap_)) {
         s.items.clear();
         s.seen.clear();
       }
@@ -482,9 +506,9 @@ OperatorPtr make_sessionize(std::shared_ptr<const Schema> input_schema, std::vec
 }
 
 OperatorPtr make_lag(std::shared_ptr<const Schema> input_schema, std::vector<std::string> keys,
-                     std::vector<std::string> columns, std::string suffix) {
-  return std::make_shared<LagDelta>(LagDelta::Mode::kLag, std::move(input_schema), std::move(keys), std::nullopt,
-                                    std::move(columns), suffix);
+                     std::vector<std::string> columns, std::string suffix, std::string time) {
+  return std::make_shared<LagDelta>(LagDelta::Mode::kLag, std::move(input_schema), std::move(keys),
+                                    std::optional<std::string>(std::move(time)), std::move(columns), suffix);
 }
 
 OperatorPtr make_delta(std::shared_ptr<const Schema> input_schema, std::vector<std::string> keys, std::string time,
@@ -494,8 +518,8 @@ OperatorPtr make_delta(std::shared_ptr<const Schema> input_schema, std::vector<s
 }
 
 OperatorPtr make_running(std::shared_ptr<const Schema> input_schema, std::vector<std::string> keys,
-                         std::vector<window::AggSpec> aggs) {
-  return std::make_shared<Running>(std::move(input_schema), std::move(keys), std::move(aggs));
+                         std::vector<window::AggSpec> aggs, std::string time) {
+  return std::make_shared<Running>(std::move(input_schema), std::move(keys), std::move(aggs), time);
 }
 
 OperatorPtr make_dedupe(std::shared_ptr<const Schema> input_schema, std::vector<std::string> keys, std::string time,

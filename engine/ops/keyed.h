@@ -66,9 +66,14 @@ namespace pao::ops {
 OperatorPtr make_sessionize(std::shared_ptr<const Schema> input_schema, std::vector<std::string> keys,
                             std::string time, int64_t gap, std::string name = "session");
 
+// Every operator here follows each key's tuples in order, so each checks that a key's times do not
+// go back (kUnsorted for the row, see TimeColumn::went_back); lag and running take the time
+// column for that check alone, and skip it when `time` is empty or not in the schema (an
+// operator before them dropped it).
+
 // lag: per column c, `c + suffix`, the value of c in the key's previous tuple.
 OperatorPtr make_lag(std::shared_ptr<const Schema> input_schema, std::vector<std::string> keys,
-                     std::vector<std::string> columns, std::string suffix = "_prev");
+                     std::vector<std::string> columns, std::string suffix = "_prev", std::string time = "");
 
 // delta: per column c (the time column when `columns` is empty), `c + suffix` = c - previous c.
 OperatorPtr make_delta(std::shared_ptr<const Schema> input_schema, std::vector<std::string> keys, std::string time,
@@ -76,7 +81,7 @@ OperatorPtr make_delta(std::shared_ptr<const Schema> input_schema, std::vector<s
 
 // running: one column per aggregate over the key's tuples so far.
 OperatorPtr make_running(std::shared_ptr<const Schema> input_schema, std::vector<std::string> keys,
-                         std::vector<window::AggSpec> aggs);
+                         std::vector<window::AggSpec> aggs, std::string time = "");
 
 // dedupe: a key's first tuple, and with `within` every tuple more than `within` after the key's
 // last passed one.

@@ -481,7 +481,8 @@ MultiwayAggregate::MultiwayAggregate(std::shared_ptr<const Schema> input_schema,
       inputs_(inputs),
       options_(std::move(options)),
       time_index_(gate::check_input_schemas({input_schema_}, options_.query.time_column).time_index),
-      push_locks_(inputs) {
+      push_locks_(inputs),
+      closed_(inputs, 0) {
   if (inputs_ == 0) throw Error(ErrorKind::kInvalidInput, "aggregate needs at least one input");
   options_.query.window = options_.query.window.normalized();
   const size_t cores = std::max<size_t>(1, std::thread::hardware_concurrency());
@@ -666,6 +667,7 @@ void MultiwayAggregate::push(uint32_t input, const Batch& batch) {
                                                 " does not match the schema: " + *diff);
   }
   std::lock_guard lock(push_locks_[input]);
+  refuse_if_closed(input, "push");
   try {
     const int64_t* t = times_[input]->read(batch);
     const int64_t at = now_ns();
@@ -748,8 +750,24 @@ bool MultiwayAggregate::drain(uint32_t input) {
   return true;
 }
 
+// Misuse of a closed input is refused before anything changes: a push after close() would
+// otherwise reach a feed that has published the input's end (the T-Gate's readers would wait for
+// a tuple behind +inf, the queues would drop it, the W-Hive would apply it to a window already
+// emitted). Not a failure of the run: the caller's mistake, reported to the caller alone.
+void MultiwayAggregate::refuse_if_closed(uint32_t input, const char* call) const {
+  if (!closed_[input]) return;
+  throw Error(ErrorKind::kUsage, std::string(call) + "() on input " + std::to_string(input) +
+                                     ", which is closed: close() promised it sends nothing more; the call "
+                                     "changed nothing");
+}
+
 void MultiwayAggregate::heartbeat(uint32_t input, int64_t time) {
+  if (input >= inputs_) {
+    throw Error(ErrorKind::kUsage, "input " + std::to_string(input) + " does not exist; the aggregate has " +
+                                       std::to_string(inputs_) + " inputs");
+  }
   std::lock_guard lock(push_locks_[input]);
+  refuse_if_closed(input, "heartbeat");
   try {
     times_[input]->heartbeat(time);
   } catch (...) {
@@ -766,7 +784,13 @@ void MultiwayAggregate::heartbeat(uint32_t input, int64_t time) {
 }
 
 void MultiwayAggregate::close(uint32_t input) {
+  if (input >= inputs_) {
+    throw Error(ErrorKind::kUsage, "input " + std::to_string(input) + " does not exist; the aggregate has " +
+                                       std::to_string(inputs_) + " inputs");
+  }
   std::lock_guard lock(push_locks_[input]);
+  refuse_if_closed(input, "close");
+  closed_[input] = 1;
   if (completions_) completions_->raise(input, INT64_MAX, now_ns());
   if (intake_ && !drain(input)) {
     backlogs_[input].closed = true;
@@ -974,7 +998,8 @@ void MultiwayAggregate::record_latencies(int64_t handed_out_ns) {
     const auto [end, at] = unresolved_[done];
     const std::optional<int64_t> complete = completions_->completed_at(end);
     if (!complete) break;
-    stats_.latencies_ns.push_back(at - *complete);
+    std::lock_guard lock(stats_mutex_);
+    latencies_ns_.push_back(at - *complete);
   }
   if (done == 0) return;
   // Ends only grow: nothing below the last one looked up is asked about again.
@@ -998,6 +1023,15 @@ void MultiwayAggregate::maybe_check_interrupt(std::chrono::steady_clock::time_po
     fail(std::current_exception());
     throw;
   }
+}
+
+MultiwayStats MultiwayAggregate::stats() const {
+  MultiwayStats s;
+  s.tuples = tuples_.load(std::memory_order_relaxed);
+  s.window_sets = window_sets_.load(std::memory_order_relaxed);
+  std::lock_guard lock(stats_mutex_);
+  s.latencies_ns = latencies_ns_;
+  return s;
 }
 
 std::optional<Batch> MultiwayAggregate::next() {
@@ -1027,7 +1061,7 @@ std::optional<Batch> MultiwayAggregate::next_merged() {
     ReadResult r = feed_->next(0);
     switch (r.state) {
       case State::kTuple:
-        ++stats_.tuples;
+        tuples_.store(tuples_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         if (agg_) {
           agg_->add(*r.tuple.batch, r.tuple.row, r.tuple.time);
         } else {
@@ -1035,11 +1069,14 @@ std::optional<Batch> MultiwayAggregate::next_merged() {
           // Never busy: emit(t) released every slice whose windows end at or before t.
           hive_->update(0, *r.tuple.batch, r.tuple.row, window::Position{r.tuple.time, 0});
         }
-        if ((stats_.tuples & 4095) == 0) maybe_check_interrupt(last_check);
+        if ((tuples_.load(std::memory_order_relaxed) & 4095) == 0) maybe_check_interrupt(last_check);
         break;
       case State::kNotReady:
         advance(r.watermark);
         if (!out_->has_output(flush)) {
+          // Nothing more is ready: the finished rows leave now. batch_size bounds a batch; it is
+          // never a reason to keep ready rows from a consumer while the inputs are quiet.
+          if (out_->has_output(true)) return hand_out(true);
           rethrow_failure();
           maybe_check_interrupt(last_check);
           feed_->wait_for_progress(seen);
@@ -1051,7 +1088,8 @@ std::optional<Batch> MultiwayAggregate::next_merged() {
         ended_ = true;
         break;
     }
-    stats_.window_sets += out_->window_sets_emitted() - before;
+    window_sets_.store(window_sets_.load(std::memory_order_relaxed) + out_->window_sets_emitted() - before,
+                       std::memory_order_relaxed);
   }
 }
 
@@ -1075,7 +1113,8 @@ std::optional<Batch> MultiwayAggregate::next_hive() {
     }
     const int64_t before = out_->window_sets_emitted();
     hive_->emit(watermark);
-    stats_.window_sets += out_->window_sets_emitted() - before;
+    window_sets_.store(window_sets_.load(std::memory_order_relaxed) + out_->window_sets_emitted() - before,
+                       std::memory_order_relaxed);
     // WiML's push form: the emit may have freed the slots held rows wait for. Apply them here,
     // so that they need no further push; an input whose pusher holds its lock drains itself.
     // Their progress bumps signal_ past `seen`, so the loop goes round again.
@@ -1094,12 +1133,14 @@ std::optional<Batch> MultiwayAggregate::next_hive() {
     if (watermark == INT64_MAX) {
       ended_ = true;
       // WiML: each input's applied tuples; TuMLMC: every update thread reads every tuple.
-      stats_.tuples = 0;
+      int64_t tuples = 0;
       const size_t counted = options_.design == Design::kTuMLMC ? 1 : progress_count_;
-      for (size_t s = 0; s < counted; ++s) stats_.tuples += progress_[s].tuples.load(std::memory_order_relaxed);
+      for (size_t s = 0; s < counted; ++s) tuples += progress_[s].tuples.load(std::memory_order_relaxed);
+      tuples_.store(tuples, std::memory_order_relaxed);
       continue;
     }
     if (!out_->has_output(flush)) {
+      if (out_->has_output(true)) return hand_out(true);  // nothing more is complete: see next_merged()
       maybe_check_interrupt(last_check);
       signal_->wait(seen);
     }

@@ -85,8 +85,10 @@ class MultiwayAggregate : public BatchSource {
   const std::shared_ptr<const Schema>& schema() const noexcept override;
   std::optional<Batch> next() override;
 
-  // Push form: any thread, at most one at a time per input. push() validates the batch (schema,
-  // null and unsorted times, naming input and row) and waits while the engine is full: the
+  // Push form: any thread, at most one at a time per input. A call on an input already closed
+  // throws kUsage naming the input and changes nothing (no row taken, no window lost, the run goes
+  // on). push() validates the batch (schema, null and unsorted times, naming input and row; such
+  // a fault fails the run) and waits while the engine is full: the
   // input's T-Gate arenas or queue, or for WiML kBacklogRows rows held (a WiML push holds what
   // the W-Hive cannot take yet rather than wait for the output thread). A waiting push sees
   // Ctrl-C through check_interrupt, as next() does.
@@ -103,7 +105,8 @@ class MultiwayAggregate : public BatchSource {
   // Pulled inputs: starts the producer threads.
   void start(std::vector<std::unique_ptr<BatchSource>> inputs);
 
-  const MultiwayStats& stats() const noexcept { return stats_; }
+  // A snapshot of the counters and latencies so far. Any thread, while next() runs on another.
+  MultiwayStats stats() const;
   Design design() const noexcept { return options_.design; }
 
   // kTuMLMC and kWiML: per source (update thread, or input), every tuple before it was applied.
@@ -133,6 +136,7 @@ class MultiwayAggregate : public BatchSource {
   // InputTimes::read returns a pointer into the batch (an 8-byte time column), not its buffer.
   bool times_in_batch() const { return input_schema_->fields[time_index_].type.byte_width() == 8; }
   void record_latencies(int64_t handed_out_ns);
+  void refuse_if_closed(uint32_t input, const char* call) const;  // under push_locks_[input]
   void fail(std::exception_ptr e);
   void rethrow_failure();
 
@@ -151,6 +155,8 @@ class MultiwayAggregate : public BatchSource {
   size_t progress_count_ = 0;
   std::vector<std::unique_ptr<gate::InputTimes>> times_;
   std::vector<std::mutex> push_locks_;  // push form: one pusher per input at a time
+  // Push form: inputs closed by close(); each entry guarded by its input's push lock.
+  std::vector<char> closed_;
   // kWiML push form: per input, the rows a push could not apply yet (multiway.cpp).
   struct Backlog;
   std::unique_ptr<Backlog[]> backlogs_;
@@ -178,7 +184,14 @@ class MultiwayAggregate : public BatchSource {
   std::atomic<bool> stopping_{false};  // cancel() or a failure: producers return
   bool ended_ = false;
 
-  MultiwayStats stats_;
+  // Statistics, written by the output thread (next()) and read by stats() on any thread. The
+  // counters have one writer, so it adds with a relaxed load and store (no read-modify-write on
+  // the per-tuple path); relaxed suffices because a snapshot promises no order with anything
+  // else. The latencies vector is appended once per window set, under stats_mutex_.
+  std::atomic<int64_t> tuples_{0};
+  std::atomic<int64_t> window_sets_{0};
+  mutable std::mutex stats_mutex_;
+  std::vector<int64_t> latencies_ns_;
   // Latencies (flush_each_window): the log, the ends of window sets emitted but not yet handed
   // out (filled by out_), and (end, hand-out time) of those whose completion the log does not
   // show yet (a producer records a push's raise after making it).

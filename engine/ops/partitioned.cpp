@@ -32,12 +32,21 @@ TimeColumn find_time(const Schema& schema, const std::string& time, const std::s
   return {i, type, time};
 }
 
-int64_t TimeColumn::at(const Batch& in, int64_t row, const std::string& op) const {
+int64_t TimeColumn::at(const Batch& in, int64_t row) const {
   const Column& c = in.column(index);
   if (c.validity != nullptr && !c.is_valid(row)) {
-    throw Error(ErrorKind::kNullTime, op + ": a null in time column '" + name + "'");
+    throw Error(ErrorKind::kNullTime, "a null in time column '" + name + "'", row);
   }
   return signed_at(c, type, row);
+}
+
+void TimeColumn::went_back(int64_t row, int64_t now, int64_t previous) const {
+  throw Error(ErrorKind::kUnsorted,
+              "time column '" + name + "' has " + format_time_value(now, type) + ", earlier than " +
+                  format_time_value(previous, type) +
+                  " of the same key's previous tuple; an operator before this one rewrote the time column, "
+                  "and this one needs each key's tuples in time order",
+              row);
 }
 
 std::shared_ptr<const Schema> extend_schema(const Schema& input, const std::vector<Field>& added, const std::string& op,

@@ -32,9 +32,27 @@ struct TimeColumn {
   DataType type;
   std::string name;
 
-  // The time of `row` of `in`: the stored integer. A null throws kNullTime naming the operator
-  // `op`: after the pipeline's input checks only an operator that rewrote the column can cause one.
-  int64_t at(const Batch& in, int64_t row, const std::string& op) const;
+  // The time of `row` of `in`: the stored integer. A null throws kNullTime for `row`: after the
+  // pipeline's input checks only an operator that rewrote the column can cause one.
+  int64_t at(const Batch& in, int64_t row) const;
+  // Throws kUnsorted for `row`, whose time `now` is earlier than `previous`, its key's previous
+  // tuple's. The pipeline's input is checked sorted, so only an operator that rewrote the time
+  // column can get here; an order-dependent operator refuses rather than give a result that
+  // depends on the order (a sawtooth time once made dedupe drop rows silently).
+  [[noreturn]] void went_back(int64_t row, int64_t now, int64_t previous) const;
+};
+
+// Each key's latest time, for the order-dependent operators that keep no time of their own (lag,
+// delta, running, dedupe): check() refuses a key's tuple earlier than the key's previous one.
+struct KeyTimes {
+  std::vector<int64_t> last;  // by key id; INT64_MIN before the key's first tuple
+
+  void check(uint32_t key, const TimeColumn& time, const Batch& in, int64_t row) {
+    const int64_t t = time.at(in, row);
+    if (key >= last.size()) last.resize(std::max<size_t>(16, std::max<size_t>(2 * last.size(), key + size_t{1})), INT64_MIN);
+    if (t < last[key]) time.went_back(row, t, last[key]);
+    last[key] = t;
+  }
 };
 // The time column `time`; it must have a time type (timestamp, date32, int32, int64), else
 // kUnsupportedType.

@@ -304,25 +304,29 @@ class TimeReader {
   int64_t at(const Batch& in, int64_t row) const {
     const Column& c = in.column(index_);
     if (c.validity != nullptr && !c.is_valid(row)) {
-      throw Error(ErrorKind::kNullTime, "window_aggregate: null in time column '" + name_ + "'");
+      throw Error(ErrorKind::kNullTime, "a null in time column '" + name_ + "'", row);
     }
     const int64_t t = type_.byte_width() == 4 ? int64_t{c.typed<int32_t>()[row]} : c.typed<int64_t>()[row];
-    if (t < bounds_.lo || t > bounds_.hi) out_of_range(t);
+    if (t < bounds_.lo || t > bounds_.hi) out_of_range(t, row);
     return t;
   }
 
   // As MultiwayAggregate's inputs (gate::InputTimes::limit): every window of a time must fit the
   // column's range.
-  [[noreturn]] void out_of_range(int64_t t) const {
-    throw Error(ErrorKind::kInvalidInput, "window_aggregate: time column '" + name_ + "' has " +
-                                              format_time_value(t, type_) + ", outside the times " + bounds_.why);
+  [[noreturn]] void out_of_range(int64_t t, int64_t row) const {
+    throw Error(ErrorKind::kInvalidInput,
+                "time column '" + name_ + "' has " + format_time_value(t, type_) + ", outside the times " + bounds_.why,
+                row);
   }
 
-  [[noreturn]] void went_back(int64_t previous, int64_t now, const char* whose) const {
-    throw Error(ErrorKind::kUnsorted, "window_aggregate: time column '" + name_ + "' went back from " +
-                                          format_time_value(previous, type_) + " to " +
-                                          format_time_value(now, type_) + " (" + whose +
-                                          "); the pipeline's time must not decrease");
+  // As TimeColumn::went_back (ops/partitioned.h), for `row` of the batch the operator was handed.
+  [[noreturn]] void went_back(int64_t previous, int64_t now, const char* whose, int64_t row) const {
+    throw Error(ErrorKind::kUnsorted,
+                "time column '" + name_ + "' went back from " + format_time_value(previous, type_) + " to " +
+                    format_time_value(now, type_) + " (" + whose +
+                    "); an operator before this one rewrote the time column, and window_aggregate needs it in "
+                    "time order",
+                row);
   }
 
  private:
@@ -362,7 +366,7 @@ class GlobalWindows final : public Operator {
   Batch process(const Batch& in) override {
     for (int64_t row = 0; row < in.num_rows(); ++row) {
       const int64_t t = time_.at(in, row);
-      if (t < last_) time_.went_back(last_, t, "the previous tuple");
+      if (t < last_) time_.went_back(last_, t, "the previous tuple", row);
       last_ = t;
       windows_.add(in, row, t);
     }
@@ -432,7 +436,7 @@ class KeyedWindows final : public Operator {
         add_key(p, key);
       } else {
         const int64_t previous = p.last[key];
-        if (t < previous) time_.went_back(previous, t, "the key's previous tuple");
+        if (t < previous) time_.went_back(previous, t, "the key's previous tuple", row);
         // Close the key's windows ending at or before t: those before the first window containing t.
         const int64_t close_to = std::min(window_.last_k(previous), window_.first_k(t) - 1);
         for (int64_t k = window_.first_k(previous); k <= close_to; ++k) {

@@ -115,7 +115,12 @@ void bind_expr(nb::module_& m) {
         Value v;
         {
           nb::gil_scoped_release nogil;
-          v = evaluate(bind(*e, *in.schema()), in);
+          try {
+            v = evaluate(bind(*e, *in.schema()), in);
+          } catch (const Error& err) {
+            if (err.row() < 0) throw;
+            throw Error(err.kind(), "row " + std::to_string(err.row()) + " of the batch: " + err.what());
+          }
         }
         auto schema = std::make_shared<const Schema>(Schema{{{"result", v.type, true}}});
         return to_record_batch(Batch(std::move(schema), v.length, {v.column}, v.owner)).attr("column")(0);

@@ -30,14 +30,29 @@ namespace {
 // A result or input stream held by Python: a BatchSource until it is consumed or closed.
 struct Stream {
   std::unique_ptr<BatchSource> source;
+  // next_batch() pulls without the GIL. These two, read and written only with the GIL held, keep
+  // another thread's close() from freeing the source under the pull (close() is then carried out
+  // when the pull returns), and a second reader from pulling the same source at once.
+  bool pulling = false;
+  bool close_requested = false;
 
   BatchSource& get() {
     if (!source) throw Error(ErrorKind::kUsage, "this stream was already consumed or closed");
+    if (pulling) {
+      throw Error(ErrorKind::kUsage, "this stream is being read by another thread; a result is read by one thread");
+    }
     return *source;
   }
   std::unique_ptr<BatchSource> take() {
     get();
     return std::move(source);
+  }
+  void close() {
+    if (pulling) {
+      close_requested = true;
+    } else {
+      source.reset();
+    }
   }
 };
 
@@ -212,7 +227,21 @@ NB_MODULE(_engine, m) {
       .def("__arrow_c_schema__", [](Stream& s) { return schema_capsule(*s.get().schema()); })
       .def("next_batch",
            [](Stream& s) -> std::optional<BatchHandle> {
-             std::optional<Batch> b = pull(s.get());
+             BatchSource& source = s.get();
+             s.pulling = true;
+             std::optional<Batch> b;
+             try {
+               b = pull(source);
+             } catch (...) {
+               s.pulling = false;
+               if (s.close_requested) s.source.reset();
+               throw;
+             }
+             s.pulling = false;
+             if (s.close_requested) {  // closed by another thread meanwhile: the stream ends here
+               s.source.reset();
+               return std::nullopt;
+             }
              if (!b) return std::nullopt;
              return BatchHandle{std::move(*b)};
            })
@@ -222,8 +251,8 @@ NB_MODULE(_engine, m) {
              arrow::export_stream(release_gil_while_pulling(s.take()), raw.get());
              return to_capsule(std::move(raw), "arrow_array_stream");
            })
-      .def("close", [](Stream& s) { s.source.reset(); })
-      .def_prop_ro("closed", [](const Stream& s) { return s.source == nullptr; });
+      .def("close", [](Stream& s) { s.close(); })
+      .def_prop_ro("closed", [](const Stream& s) { return s.source == nullptr || s.close_requested; });
 
   m.def(
       "stream_from_capsule",
@@ -279,7 +308,7 @@ NB_MODULE(_engine, m) {
           "timeout_s"_a,
           "Cancels the run and joins its threads; False if some were still busy after timeout_s.")
       .def("stats", [](Aggregation& a) {
-        const ops::MultiwayStats& s = a.op->stats();
+        const ops::MultiwayStats s = a.op->stats();
         nb::dict d;
         d["tuples"] = s.tuples;
         d["window_sets"] = s.window_sets;

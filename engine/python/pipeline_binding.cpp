@@ -132,9 +132,9 @@ ops::OperatorPtr build_one(const std::shared_ptr<const Schema>& in, const std::s
   if (op == "map_batches") return std::make_shared<PyMapBatches>(in, spec[1], spec[2], index);
   if (op == "sessionize")
     return ops::make_sessionize(in, strings(1), time, nb::cast<int64_t>(spec[2]), nb::cast<std::string>(spec[3]));
-  if (op == "lag") return ops::make_lag(in, strings(1), strings(2), nb::cast<std::string>(spec[3]));
+  if (op == "lag") return ops::make_lag(in, strings(1), strings(2), nb::cast<std::string>(spec[3]), time);
   if (op == "delta") return ops::make_delta(in, strings(1), time, strings(2), nb::cast<std::string>(spec[3]));
-  if (op == "running") return ops::make_running(in, strings(1), agg_specs(spec[2]));
+  if (op == "running") return ops::make_running(in, strings(1), agg_specs(spec[2]), time);
   if (op == "dedupe") return ops::make_dedupe(in, strings(1), time, optional_int(spec[2]));
   if (op == "pairs")
     return ops::make_pairs(in, strings(1), time, nb::cast<std::string>(spec[2]), nb::cast<int64_t>(spec[3]));

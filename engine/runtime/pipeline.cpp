@@ -51,6 +51,9 @@ int64_t morsel_rows_for(int64_t batch_rows, size_t threads) {
 struct Work {
   Batch batch;
   uint64_t serial = 0;
+  // The row of the operator's input stream that batch's row 0 is (set by link(), in order), so
+  // that errors name the row within the input, not within the morsel.
+  int64_t first_row = 0;
   // When operator 0 began on it (0 = not yet). Atomic because the pieces of a partitioned morsel
   // may race to stamp it; any of their start times will do.
   std::atomic<int64_t> entry_ns{0};
@@ -90,6 +93,10 @@ struct Stage {
   // Serial numbers handed out so far: written by the one thread linking into this stage at a
   // time (see reorder.h), read by finishers after `input_closed`.
   std::atomic<uint64_t> enqueued{0};
+  // Rows linked so far: the next Work's first_row. Plain, like the linking itself: one thread
+  // links into a stage at a time, each after the last (reorder.h), and finish() links only once
+  // every output has been linked (try_finish).
+  int64_t rows_linked = 0;
   // Set (release) once the upstream has linked its last output; nothing is linked after.
   std::atomic<bool> input_closed{false};
   std::atomic<bool> finishing{false};
@@ -176,11 +183,27 @@ Pipeline::~Pipeline() {
 
 void Pipeline::cancel() {
   {
+    // out_closed_ is written under out_mutex_ (try_finish); next() takes out_mutex_ before
+    // error_mutex_, and so do we, so the two locks are always taken in one order.
+    std::lock_guard out(out_mutex_);
     std::lock_guard lock(error_mutex_);
     if (!error_ && !out_closed_)
       error_ = std::make_exception_ptr(Error(ErrorKind::kUsage, "the pipeline was cancelled"));
   }
   stop_threads();
+}
+
+// An operator's error, rethrown naming the operator and, for a fault in one row, that row within
+// the operator's input (the morsel starts at first_row). Other exceptions (a Python function's)
+// pass unchanged.
+[[noreturn]] void Pipeline::in_operator(size_t i, int64_t first_row) const {
+  try {
+    throw;
+  } catch (const Error& e) {
+    std::string where = "operator " + std::to_string(i) + " (" + stages_[i]->op->name() + ")";
+    if (e.row() >= 0 && first_row >= 0) where += ", row " + std::to_string(first_row + e.row()) + " of its input";
+    throw Error(e.kind(), where + ": " + e.what());
+  }
 }
 
 void Pipeline::stop_threads() {
@@ -312,6 +335,8 @@ void Pipeline::link(size_t i, Output* out) {
   uint64_t serial = st.enqueued.load(std::memory_order_relaxed);
   for (Work* w : out->works) {
     w->serial = serial++;
+    w->first_row = st.rows_linked;
+    st.rows_linked += w->batch.num_rows();
     st.queued_rows.fetch_add(w->batch.num_rows(), std::memory_order_relaxed);
     if (st.kind == ops::OpKind::kPartitioned) {
       // Once its last piece is pushed a worker may finish the morsel and free `w`: read
@@ -368,7 +393,12 @@ bool Pipeline::try_finish(size_t i) {
   if (!st.may_finish() || st.finishing.exchange(true, std::memory_order_acq_rel)) return false;
   // All of this stage's outputs have been linked (next == enqueued: the drainer's release store
   // of next follows its last link), so we are now the only thread linking into stage i + 1.
-  Batch rest = st.op->finish();
+  Batch rest;
+  try {
+    rest = st.op->finish();
+  } catch (...) {
+    in_operator(i, -1);  // finish() has no input row of its own
+  }
   if (rest.num_rows() > 0) {
     st.tuples_out.fetch_add(rest.num_rows(), std::memory_order_relaxed);
     link(i + 1, prepare(i + 1, std::move(rest), 0));
@@ -573,11 +603,12 @@ size_t Pipeline::step(size_t i, size_t worker) {
       } catch (...) {
         // The run fails (the worker's caller records it); the morsel is freed by whoever holds
         // its last piece: us now, or release_all() for pieces still queued.
+        const int64_t first_row = w->first_row;
         if (w->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
           delete w;
           inflight_.fetch_sub(1, std::memory_order_relaxed);
         }
-        throw;
+        in_operator(i, first_row);
       }
       // acq_rel: the last piece to finish must see every other piece's result.
       if (w->pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
@@ -629,9 +660,10 @@ size_t Pipeline::step(size_t i, size_t worker) {
   try {
     out = st.op->process(w->batch);
   } catch (...) {
+    const int64_t first_row = w->first_row;
     delete w;  // the run fails; nothing else holds this morsel
     inflight_.fetch_sub(1, std::memory_order_relaxed);
-    throw;
+    in_operator(i, first_row);
   }
   complete(i, w, std::move(out));
   return 1;

@@ -129,6 +129,7 @@ class Pipeline : public BatchSource {
   void link(size_t i, Output* out);
   bool try_finish(size_t i);
   void fail(std::exception_ptr e);
+  [[noreturn]] void in_operator(size_t i, int64_t first_row) const;  // inside a catch block
   void wake();
   void stop_threads();
   void release_all();

@@ -791,9 +791,9 @@ TEST(arguments_are_checked_against_the_schema) {
   b[1].append_null();
   const Batch null_time = finish_batch(nullable, b);
   CHECK_THROWS_WITH(ops::make_sessionize(nullable, {"k"}, "t", 1)->process_rows(null_time, rows, 0),
-                    ErrorKind::kNullTime, "sessionize: a null in time column 't'");
+                    ErrorKind::kNullTime, "a null in time column 't'");
   CHECK_THROWS_WITH(ops::make_pairs(nullable, {"k"}, "t", "k", 1)->process_rows(null_time, rows, 0),
-                    ErrorKind::kNullTime, "pairs: a null in time column 't'");
+                    ErrorKind::kNullTime, "a null in time column 't'");
 }
 
 // --- The parametric operator ------------------------------------------------------------------

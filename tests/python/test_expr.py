@@ -152,7 +152,7 @@ def test_floor_division_and_modulo(batch, a, b, op):
     xs, ys = x.to_pylist(), y.to_pylist()
     if pa.types.is_integer(t):
         if any(p is not None and q == 0 for p, q in zip(xs, ys)):
-            with pytest.raises(po.InvalidInputError, match=r"integer division by zero in .*\(row \d+ of the batch\)"):
+            with pytest.raises(po.InvalidInputError, match=r"row \d+ of the batch: integer division by zero in "):
                 evaluate(expr, batch)
             return
         expected = pa.array([None if p is None or q is None else python_floor(p, q, op, t) for p, q in zip(xs, ys)], t)
