@@ -32,9 +32,9 @@ lone value starting with a dash for an option).
 
 Time, per run on this 2-core machine when it is quiet (about twice under load; estimated from partial runs
 and docs/pipeline.md): merge under a minute, aggregate about 4 minutes, pipeline about 4; the default
-comparison (2 rounds x 2 builds x 3 commands) about 35 to 40 minutes. For a smoke test: ``--only merge --rounds 1 --merge-args="--rows 200000 --repeat 1"``
-(seconds), ``--aggregate-args="--rows 20000 --inputs 4"``, ``--pipeline-args=--quick``: their figures mean
-nothing.
+comparison (2 rounds x 2 builds x 3 commands) about 35 to 40 minutes. For a smoke test (seconds; the
+figures mean nothing): ``--only merge --rounds 1 --merge-args="--rows 200000 --repeat 1"``, and for the
+others ``--aggregate-args="--rows 20000 --inputs 4"``, ``--pipeline-args=--quick``.
 
 Every command runs in a neutral, empty working directory (a fresh temporary one; ``--cwd`` to choose),
 with PYTHONPATH removed and PYTHONSAFEPATH set: ``python -m`` puts the working directory first on
