@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "core/error.h"
 #include "helpers.h"
@@ -311,6 +312,41 @@ TEST(cancel_mid_run_releases_every_batch) {
     CHECK_THROWS_WITH(p->next(), ErrorKind::kUsage, "cancelled");
   }
   CHECK(first_owner.expired());
+}
+
+TEST(cancel_from_another_thread_while_the_consumer_reads_to_the_end) {
+  // cancel() tells whether the run had ended by reading out_closed_, which the worker finishing
+  // the last operator writes under out_mutex_: cancel() must hold that mutex too (it held only
+  // error_mutex_, and TSan flagged the read; make tsan-test). The canceller starts before the
+  // run ends and cancels after a random delay, before, during or after the end.
+  std::mt19937_64 rng(21);
+  int cancelled = 0, completed = 0;
+  for (int round = 0; round < 40; ++round) {
+    const Rows input = random_input(rng, 200 + rng() % 2000, 10);
+    runtime::PipelineOptions o;
+    o.threads = 2;
+    o.morsel_rows = 16;
+    runtime::Pipeline p(std::make_unique<ListSource>(tkvh(), split(rng, input)),
+                        build({{ops::OpKind::kStateless, ops::Selectivity::kExactlyOne, 0},
+                               {ops::OpKind::kStateful, ops::Selectivity::kExactlyOne, 0}}),
+                        o);
+    const auto delay = std::chrono::microseconds(rng() % 3000);
+    std::thread canceller([&p, delay] {
+      std::this_thread::sleep_for(delay);
+      p.cancel();
+    });
+    size_t rows = 0;
+    try {
+      while (auto b = p.next()) rows += static_cast<size_t>(b->num_rows());
+      CHECK_EQ(rows, input.size());  // ended before the cancel: every row
+      ++completed;
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::kUsage);
+      ++cancelled;
+    }
+    canceller.join();
+  }
+  std::printf("  %d runs cancelled, %d completed first\n", cancelled, completed);
 }
 
 TEST(stats_count_tuples_per_operator) {

@@ -173,3 +173,38 @@ def test_everything_from_one_package_namespace():
     assert issubclass(po.InvalidInputError, po.PyArrowOpsError)
     assert issubclass(po.SchemaMismatchError, TypeError)
     assert po.UnsortedInputError.__module__ == "pyarrow_ops.errors"
+
+
+def test_string_flavours_of_one_column_merge(tmp_path):
+    # A Polars frame (string_view, read as string) and the Parquet file Polars wrote of it
+    # (large_string), plus a pyarrow table (string): read as large_string, rows as one input's.
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    frame = pl.DataFrame({"t": [1, 4, 6], "name": ["a", None, "c"]})
+    path = tmp_path / "b.parquet"
+    pl.DataFrame({"t": [2, 5], "name": ["bb", "ee"]}).write_parquet(path)
+    assert pq.read_schema(path).field("name").type == pa.large_string()
+    table = pa.table({"t": [3], "name": pa.array(["ddd"], pa.string())})
+    for inputs, flavour in (([frame, str(path)], pa.large_string()), ([frame, str(path), table], pa.large_string()),
+                            ([table, frame], pa.string())):  # string_view is read as string: these agree
+        out = po.merge(inputs, time="t").to_arrow()
+        assert out.schema.field("name").type == flavour
+        expected = sorted((r for i in inputs for r in pa.table(pq.read_table(i) if isinstance(i, str) else i).to_pylist()),
+                          key=lambda r: r["t"])
+        assert out.to_pylist() == expected
+    agg = po.aggregate([frame, str(path)], time="t", key="name", window=po.tumbling(10), aggs={"n": po.count()})
+    assert agg.to_arrow().column("name").to_pylist() == ["a", "bb", "c", "ee", None]
+    # Inputs that agree keep their type, uncast.
+    assert po.merge([table, table], time="t").to_arrow().schema.field("name").type == pa.string()
+    # Other differences still name the input and the column.
+    with pytest.raises(po.SchemaMismatchError, match="input 1"):
+        po.merge([table, pa.table({"t": [1], "name": [1]})], time="t").to_arrow()
+
+
+def test_a_pushed_batch_of_another_string_flavour_is_cast():
+    schema = pa.schema([("t", pa.int64()), ("s", pa.string())])
+    live = po.live_aggregate(schema, inputs=1, time="t", key="s", window=po.tumbling(10), aggs={"n": po.count()})
+    live.push(0, pa.record_batch({"t": [1, 2], "s": pa.array(["x", "y"], pa.large_string())}))
+    live.close(0)
+    assert [r["s"] for b in live for r in b.to_pylist()] == ["x", "y"]

@@ -10,6 +10,7 @@ import random
 import threading
 
 import hypothesis.strategies as st
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -305,3 +306,54 @@ def test_carried_row_numbers_name_each_output_rows_producer():
     marked = po.Pipeline(t, time="ts").parametric("partitioned", cost_us=0, key="k")
     assert (plain.run().to_arrow().column("p_state").to_pylist()
             == marked.run().to_arrow().column("p_state").to_pylist())
+
+
+# --- Errors name the operator and the row within its input; order-dependent operators check. ---
+
+def test_an_expression_error_names_the_operator_and_the_row_of_its_input():
+    n = 100_000
+    d = np.ones(n, dtype=np.int64)
+    d[77_777] = 0
+    t = pa.table({"t": np.arange(n), "a": np.ones(n, dtype=np.int64), "d": d})
+    for threads in (1, 2):
+        p = po.Pipeline(t, time="t").with_columns(q=col("a") // col("d"))
+        with pytest.raises(po.InvalidInputError, match=r"^operator 0 \(with_columns\), row 77777 of its input: "
+                                                       r"integer division by zero in \(col\(\"a\"\) // col\(\"d\"\)\)$"):
+            p.run(threads=threads, morsel=1000).to_arrow()
+    # After a filter, the row counts within the filter's output, the next operator's input.
+    p = po.Pipeline(t, time="t").filter(col("t") % 2 == 1).with_columns(q=col("a") // col("d"))
+    with pytest.raises(po.InvalidInputError, match=r"operator 1 \(with_columns\), row 38888 of its input"):
+        p.run(threads=2).to_arrow()
+
+
+ORDER_DEPENDENT = {
+    "sessionize": lambda p: p.sessionize("k", gap=3),
+    "lag": lambda p: p.lag("k", "v"),
+    "delta": lambda p: p.delta("k"),
+    "running": lambda p: p.running("k", {"n": po.count()}),
+    "dedupe": lambda p: p.dedupe("k"),
+    "dedupe within": lambda p: p.dedupe("k", within=1),
+    "pairs": lambda p: p.pairs("k", "v", gap=3),
+    "window_aggregate by key": lambda p: p.window_aggregate(po.tumbling(4), {"n": po.count()}, key="k"),
+    "window_aggregate": lambda p: p.window_aggregate(po.tumbling(4), {"n": po.count()}),
+}
+
+
+@pytest.mark.parametrize("name", ORDER_DEPENDENT)
+def test_order_dependent_operators_refuse_a_rewritten_time_that_goes_back(name):
+    # A sawtooth time (0..4, 0..4, ...) once made dedupe drop rows silently.
+    t = pa.table({"t": np.arange(40), "k": np.zeros(40, dtype=np.int64), "v": np.arange(40) % 7})
+    op = name.split()[0]
+    for threads in (1, 2):
+        p = ORDER_DEPENDENT[name](po.Pipeline(t, time="t").with_columns(t=col("t") % 5))
+        with pytest.raises(po.UnsortedInputError, match=rf"^operator 1 \({op}\), row 5 of its input: time column 't'"):
+            p.run(threads=threads).to_arrow()
+        # A rewrite that keeps each key's order runs as before.
+        ORDER_DEPENDENT[name](po.Pipeline(t, time="t").with_columns(t=col("t") * 10)).run(threads=threads).to_arrow()
+
+
+def test_order_checks_are_per_key():
+    # Times that go back across keys but not within one: each key's order is what the operators use.
+    t = pa.table({"t": np.arange(8), "k": [0, 0, 0, 0, 1, 1, 1, 1]})
+    p = po.Pipeline(t, time="t").with_columns(t=col("t") % 4).sessionize("k", gap=1)
+    assert p.run(threads=2).to_arrow().column("session").to_pylist() == [0] * 8
