@@ -136,6 +136,15 @@ TEST(unsorted_input_is_named_with_row_and_values) {
       sch, std::vector<Batch>{testing::time_string_batch(sch, {1, 5}, {"a", "b"}),
                               testing::time_string_batch(sch, {4}, {"c"})}));
   auto merged = gate::make_merge(std::move(inputs), {"t", 1000});
+  // The rows before the fault leave first (each batch leaves before the pull that may wait), then
+  // the pull of input 1's second batch finds it.
+  std::vector<int64_t> before;
+  for (int call = 0; call < 2; ++call) {
+    std::optional<Batch> b = merged->next();
+    REQUIRE(b.has_value());
+    for (int64_t r = 0; r < b->num_rows(); ++r) before.push_back(b->column(0).typed<int64_t>()[r]);
+  }
+  CHECK(before == (std::vector<int64_t>{1, 1, 2, 5}));
   CHECK_THROWS_WITH(merged->next(), ErrorKind::kUnsorted,
                     "input 1 is not sorted by 't': row 2 has 4, earlier than 5 at row 1");
   CHECK_THROWS_WITH(merged->next(), ErrorKind::kUnsorted, "row 2");

@@ -2,6 +2,7 @@
 // run under every combination of threads, heuristic, reorder scheme, partitioning and morsel
 // size, must give exactly the output of a sequential run (one call per operator over the whole
 // input). Also run under ThreadSanitizer (make tsan-test).
+#include <atomic>
 #include <cstring>
 #include <chrono>
 #include <map>
@@ -317,34 +318,40 @@ TEST(cancel_mid_run_releases_every_batch) {
 TEST(cancel_from_another_thread_while_the_consumer_reads_to_the_end) {
   // cancel() tells whether the run had ended by reading out_closed_, which the worker finishing
   // the last operator writes under out_mutex_: cancel() must hold that mutex too (it held only
-  // error_mutex_, and TSan flagged the read; make tsan-test). The canceller starts before the
-  // run ends and cancels after a random delay, before, during or after the end.
+  // error_mutex_; make tsan-test). Odd rounds: a canceller thread cancels after a random delay
+  // while the consumer reads (mostly mid-run). Even rounds: the run finishes with nobody reading
+  // (its few morsels fit the result queue), and then another thread cancels: nothing orders the
+  // worker's write before that read but the mutex under test, which is what TSan needs to see
+  // (a consumer's next() would order it through error_mutex_). Either way the consumer gets
+  // every row, or the cancellation.
   std::mt19937_64 rng(21);
   int cancelled = 0, completed = 0;
   for (int round = 0; round < 40; ++round) {
     const Rows input = random_input(rng, 200 + rng() % 2000, 10);
+    const std::vector<OpSpec> specs = {{ops::OpKind::kStateless, ops::Selectivity::kExactlyOne, 0},
+                                       {ops::OpKind::kStateful, ops::Selectivity::kExactlyOne, 0}};
+    const size_t expected = sequential(specs, input).size();
+    const bool unread = round % 2 == 0;
     runtime::PipelineOptions o;
     o.threads = 2;
-    o.morsel_rows = 16;
-    runtime::Pipeline p(std::make_unique<ListSource>(tkvh(), split(rng, input)),
-                        build({{ops::OpKind::kStateless, ops::Selectivity::kExactlyOne, 0},
-                               {ops::OpKind::kStateful, ops::Selectivity::kExactlyOne, 0}}),
-                        o);
-    const auto delay = std::chrono::microseconds(rng() % 3000);
+    o.morsel_rows = unread ? 512 : 16;
+    runtime::Pipeline p(std::make_unique<ListSource>(tkvh(), split(rng, input)), build(specs), o);
+    const auto delay = unread ? std::chrono::microseconds(50000) : std::chrono::microseconds(rng() % 3000);
     std::thread canceller([&p, delay] {
       std::this_thread::sleep_for(delay);
       p.cancel();
     });
+    if (unread) canceller.join();
     size_t rows = 0;
     try {
       while (auto b = p.next()) rows += static_cast<size_t>(b->num_rows());
-      CHECK_EQ(rows, input.size());  // ended before the cancel: every row
+      CHECK_EQ(rows, expected);  // ended before the cancel: every row
       ++completed;
     } catch (const Error& e) {
       CHECK(e.kind() == ErrorKind::kUsage);
       ++cancelled;
     }
-    canceller.join();
+    if (!unread) canceller.join();
   }
   std::printf("  %d runs cancelled, %d completed first\n", cancelled, completed);
 }
