@@ -31,10 +31,10 @@ def test_demo_shows_aggregation_pipeline_and_ratio_against_polars():
     # 3. Polars: every formulation's table equal to the engine's, and the ratio
     polars = out.split("3. The same aggregation in Polars")[1].split("4. Pipeline")[0]
     verdicts = re.findall(r"'(\w+)' \([^)]*\):\n +[0-9.]+ s, [0-9.]+ M tuples/s \(best of [12]\); table (\w+)", polars)
-    assert {name for name, _ in verdicts} == {"group_by_dynamic", "panes", "explode"}
+    assert {name for name, _ in verdicts} == {"group_by_dynamic", "explode"}
     assert all(verdict in ("identical", "equal") for _, verdict in verdicts), polars
     assert re.search(r"pyarrow-ops / Polars: [0-9.]+x the throughput of Polars' fastest formulation here "
-                     r"\('(group_by_dynamic|panes|explode)'\)", polars)
+                     r"\('(group_by_dynamic|explode)'\)", polars)
     # 4. the pipeline, its Polars preview and throughput
     pipeline = out.split("4. Pipeline")[1]
     spells = re.search(r"([0-9,]+) low readings in ([0-9,]+) spells over ([0-9,]+) meters", pipeline)
