@@ -1,13 +1,21 @@
 """The engine inside Spark against Spark's own windowed aggregation, on Spark local[2], printed as tables.
 
     python -m pyarrow_ops.bench_spark [--rows 2000000,10000000] [--queries k-OI,W-OI] [--repeat 3]
-        [--formulations window,explode] [--inputs 4] [--partitions N] [--json PATH]
+        [--formulations window,explode] [--inputs 4] [--partitions N] [--plain-session] [--json PATH]
+
+The session. By default, pyarrow_ops.spark.session() (local[2], 4 GB driver, 4 shuffle partitions, the module's
+ARROW_SETTINGS). With ``--plain-session``, the session a user already has: ``SparkSession.builder.master(
+"local[2]").getOrCreate()`` and nothing else (1 GB driver, 200 shuffle partitions, Spark's Arrow defaults); its
+Python workers are whatever ``PYSPARK_PYTHON`` names, so export it first, as a user would (pyarrow_ops.spark
+raises an error naming the fix where they cannot import pyarrow_ops). The settings that bear on the run are
+printed first.
 
 What runs. For each row count, the smart-meter workload of pyarrow_ops.bench_aggregate (243 meters reporting
 every second through ``--inputs`` concentrators, one time-sorted table per concentrator) goes into Spark once,
 as one DataFrame per input (``createDataFrame`` of the Arrow table, ``--partitions`` partitions each, in input
-order), cached and counted. Building and caching those DataFrames is not timed; every run starts from the same
-cached DataFrames. Then, for each query of bench_aggregate's ``QUERIES`` (k-OI: count per meter, 30 s windows
+order), checkpointed to files (so that, like inputs read from files, its tasks do not carry the rows: see
+``prepare``), cached and counted. Building and caching those DataFrames is not timed; every run starts from the
+same cached DataFrames. Then, for each query of bench_aggregate's ``QUERIES`` (k-OI: count per meter, 30 s windows
 every 3 s; W-OI: mean kWh per meter, 40 s every 2 s, each tuple in 20 windows):
 
 * ``pyarrow_ops.spark``: :func:`pyarrow_ops.spark.aggregate` over the input DataFrames (rows hashed by meter
@@ -16,16 +24,20 @@ every 3 s; W-OI: mean kWh per meter, 40 s every 2 s, each tuple in 20 windows):
 * ``spark-window``, ``spark-explode``: Spark's own formulations of the same query
   (:func:`pyarrow_ops.peers.spark_aggregate_df`: ``window()`` or ``explode(sequence(...))``, then a group-by),
   over the union of the same input DataFrames with the time as microseconds (``unix_micros``); their shuffle
-  has the session's ``spark.sql.shuffle.partitions`` (4), which adaptive execution coalesces.
+  has the session's ``spark.sql.shuffle.partitions`` (4, or 200 in a plain session), which adaptive execution
+  coalesces.
 
-Once per (row count, query), untimed, each side's result is collected (``toArrow``) and compared with the
-engine's: identical, except the floating-point aggregate (the mean) within a relative 1e-9, as
+Once per (row count, query), untimed, each side's result is collected (written to Parquet files by the tasks
+and read back: ``toArrow`` would need every row in the driver's JVM heap, 1 GB in a plain session) and compared
+with the engine's, row for row: identical, except the floating-point aggregate (the mean) within a relative 1e-9, as
 bench_aggregate compares peers (Spark adds floats in another order); "checked equal" is printed. This also
 warms up both plans. Then the engines run ``--repeat`` times, interleaved.
 
 What is timed. Each run, end to end: building the plan, then ``df.write.format("noop")``, which computes every
 output row, sorted by window start then meter as the engine orders them, and discards them without collecting
-them to the driver (the same for every engine, so collection costs are not compared).
+them to the driver (the same for every engine, so collection costs are not compared). Building the plan of
+pyarrow_ops.spark runs the engine's job (see below), so the split between the two differs between engines;
+their sum is what is compared.
 
 How to read the table (one per row count):
 
@@ -37,8 +49,9 @@ How to read the table (one per row count):
 * ``python s``: seconds the Python workers spend in the engine's work (splitting a partition by input and
   aggregating), summed over tasks: the ``timer=`` accumulator of :func:`pyarrow_ops.spark.aggregate`. It
   leaves out moving batches between the JVM and Python. Spark's formulations run no Python ("-"). The
-  result's final sort samples its input in a job of its own; pyarrow_ops.spark keeps its window rows in a
-  lazy local checkpoint for it, so the engine runs once per partition.
+  result's final sort samples its input in a job of its own; pyarrow_ops.spark computes its window rows
+  when the plan is built (an eager local checkpoint, under its Arrow settings) and the sort reads them, so the
+  engine runs once per partition.
 * ``not engine s``: task s - python s: task time outside the engine (scanning the cached inputs, the shuffle,
   sorting partitions, Arrow transfers to and from the Python workers, the final sort); an upper bound when
   task s is.
@@ -56,6 +69,8 @@ import datetime as dt
 import itertools
 import json
 import os
+import shutil
+import tempfile
 import time as clock
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -95,6 +110,7 @@ class Workload:
     tables: list[pa.Table]
     frames: list[DataFrame]
     partitions: int
+    checkpoints: str | None = None  # the directory of the frames' checkpoint files, removed by release()
 
     @property
     def rows(self) -> int:
@@ -103,6 +119,8 @@ class Workload:
     def release(self) -> None:
         for df in self.frames:
             df.unpersist()
+        if self.checkpoints is not None:
+            shutil.rmtree(self.checkpoints, ignore_errors=True)
 
 
 @dataclass
@@ -135,11 +153,16 @@ def meter_tables(rows: int, inputs: int) -> list[pa.Table]:
 
 def prepare(spark: SparkSession, rows: int, inputs: int, partitions: int | None = None) -> Workload:
     """The workload as one cached, counted DataFrame per input of ``partitions`` partitions (default: the
-    session's default parallelism), in input order."""
+    session's default parallelism), in input order, read from checkpoint files as from any file source.
+
+    Sets the SparkContext's checkpoint directory to a temporary one, removed by ``Workload.release``.
+    """
     partitions = partitions or spark.sparkContext.defaultParallelism
     tables = meter_tables(rows, inputs)
+    checkpoints = tempfile.mkdtemp(prefix="bench_spark-")
+    spark.sparkContext.setCheckpointDir(checkpoints)
     setting = "spark.sql.execution.arrow.maxRecordsPerBatch"
-    default = spark.conf.get(setting)
+    saved = spark.conf.get(setting, None)
     frames = []
     try:
         for table in tables:
@@ -149,12 +172,20 @@ def prepare(spark: SparkSession, rows: int, inputs: int, partitions: int | None 
             # One chunk, so that the batches are cut at this size only (and none is empty: PySpark 4.3 drops
             # every row after an empty batch, see peers._to_spark).
             spark.conf.set(setting, str(max(1, -(-table.num_rows // partitions))))
-            df = spark.createDataFrame(table.combine_chunks()).cache()
+            # A DataFrame created from local rows keeps them in its plan, and every task over it, the cache's
+            # included, carries its partition's rows: measured at 2M tuples in a plain session, every run of
+            # every engine paid about 2 s of driver planning and 1.5 s of task deserialization for them, which
+            # inputs read from files do not. A checkpoint (files, in order) cuts that lineage.
+            df = spark.createDataFrame(table.combine_chunks()).checkpoint(eager=True).cache()
             df.count()
             frames.append(df)
     finally:
-        spark.conf.set(setting, default)  # it also sizes the batches mapInArrow hands the engine
-    return Workload(tables, frames, partitions)
+        # It also sizes the batches mapInArrow hands the engine: back as it was, set or not.
+        if saved is None:
+            spark.conf.unset(setting)
+        else:
+            spark.conf.set(setting, saved)
+    return Workload(tables, frames, partitions, checkpoints)
 
 
 def _engine_aggs(q: Query) -> dict:
@@ -237,32 +268,79 @@ def task_seconds(spark: SparkSession, group: str) -> float | None:
         return None
 
 
+def collect(df: DataFrame, where: str) -> pa.Table:
+    """``df``'s rows in order, through Parquet files under ``where``.
+
+    ``toArrow()`` builds the whole result in the driver's JVM heap, which a plain session's 1 GB cannot
+    hold for the window rows of 10M tuples; written by the tasks and read back here with pyarrow, they
+    need only this process's memory. A sorted result's partitions hold consecutive ranges, written one
+    file per partition (part-00000, part-00001, ...), so the files in name order are the rows in order.
+    Timestamps are written as microseconds (Spark's default INT96 would read back as nanoseconds).
+    """
+    import glob
+
+    import pyarrow.parquet as pq
+
+    spark = df.sparkSession
+    setting = "spark.sql.parquet.outputTimestampType"
+    saved = spark.conf.get(setting, None)
+    spark.conf.set(setting, "TIMESTAMP_MICROS")
+    try:
+        df.write.mode("overwrite").parquet(where)
+    finally:
+        if saved is None:
+            spark.conf.unset(setting)
+        else:
+            spark.conf.set(setting, saved)
+    files = sorted(glob.glob(os.path.join(where, "part-*.parquet")))
+    return pa.concat_tables([pq.read_table(f) for f in files])
+
+
 def check_equal(engines: Sequence[str], workload: Workload, q: Query) -> int:
-    """Collects every engine's result (untimed) and checks each equals the first's: exactly, but the
-    floating-point aggregate within a relative 1e-9. Returns the number of output rows."""
-    reference = plan(engines[0], workload, q).toArrow()
-    if reference.num_rows == 0:
-        raise AssertionError(f"{q}: {engines[0]} gave no rows")
-    for engine in engines[1:]:
-        # Spark's formulations give the window bounds as microsecond longs; same_table casts them to the
-        # engine's timestamp[us, UTC] (exact), the keys and counts compare exactly, the means within 1e-9.
-        got = plan(engine, workload, q).toArrow()
-        if not same_table(got, reference):
-            raise AssertionError(f"{q}: {engine} differs from {engines[0]}")
+    """Collects every engine's result (untimed, through Parquet files: :func:`collect`) and checks each
+    equals the first's, row for row in order: exactly, but the floating-point aggregate within a relative
+    1e-9. Returns the number of output rows."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="bench_spark-") as tmp:
+        reference = collect(plan(engines[0], workload, q), os.path.join(tmp, "0"))
+        if reference.num_rows == 0:
+            raise AssertionError(f"{q}: {engines[0]} gave no rows")
+        for i, engine in enumerate(engines[1:], 1):
+            # Spark's formulations give the window bounds as microsecond longs; same_table casts them to the
+            # engine's timestamp[us, UTC] (exact), the keys and counts compare exactly, the means within 1e-9.
+            got = collect(plan(engine, workload, q), os.path.join(tmp, str(i)))
+            if not same_table(got, reference):
+                raise AssertionError(f"{q}: {engine} differs from {engines[0]}")
     return reference.num_rows
 
 
-def start_spark() -> tuple[SparkSession, float]:
-    """The shared local session (pyarrow_ops.spark.session()) and the seconds it took to start."""
+def start_spark(plain: bool = False) -> tuple[SparkSession, float]:
+    """The shared local session (pyarrow_ops.spark.session()), or with ``plain`` a session built with nothing
+    but its master, as a user's own; and the seconds it took to start."""
     try:
         import pyspark  # noqa: F401
     except ImportError:
         raise SystemExit("bench_spark needs PySpark: pip install 'pyarrow-ops[spark]' (and Java 17+)") from None
+    from pyspark.sql import SparkSession
+
     from pyarrow_ops import spark as ps
 
     start = clock.perf_counter()
-    spark = ps.session()
+    spark = SparkSession.builder.master("local[2]").getOrCreate() if plain else ps.session()
     return spark, clock.perf_counter() - start
+
+
+SETTINGS = ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled", "spark.sql.execution.arrow.maxBytesPerBatch",
+            "spark.sql.execution.arrow.maxRecordsPerBatch")
+
+
+def session_settings(spark: SparkSession) -> dict[str, str]:
+    """The settings that bear on the run, as the session has them (Spark's defaults where unset)."""
+    conf = spark.sparkContext.getConf()
+    out = {"spark.driver.memory": conf.get("spark.driver.memory", "1g (default)"),
+           "spark.default.parallelism": str(spark.sparkContext.defaultParallelism)}
+    return {**out, **{name: spark.conf.get(name) for name in SETTINGS}}
 
 
 def measure(spark: SparkSession, rows: int, inputs: int, queries: Sequence[str], engines: Sequence[str],
@@ -343,6 +421,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--inputs", type=int, default=4, help="inputs (concentrators)")
     parser.add_argument("--partitions", type=int, default=None,
                         help="Spark partitions per input and for pyarrow_ops.spark (default: default parallelism)")
+    parser.add_argument("--plain-session", action="store_true",
+                        help="a session built with SparkSession.builder.master('local[2]').getOrCreate() only, "
+                             "not pyarrow_ops.spark.session() (export PYSPARK_PYTHON first)")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the figures here")
     args = parser.parse_args(argv)
     rows = [int(x) for x in args.rows.split(",")]
@@ -355,11 +436,16 @@ def main(argv: list[str] | None = None) -> dict:
 
     cpus, load = os.cpu_count(), os.getloadavg()
     print(f"os.cpu_count() {cpus}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1, 5, 15 min)")
-    spark, started = start_spark()
+    spark, started = start_spark(args.plain_session)
     cores = spark.sparkContext.defaultParallelism
-    print(f"Spark {spark.version} {spark.sparkContext.master}: session started in {started:.1f} s (not timed)")
+    kind = "plain session (SparkSession.builder.master(...).getOrCreate())" if args.plain_session else \
+        "pyarrow_ops.spark.session()"
+    print(f"Spark {spark.version} {spark.sparkContext.master}, {kind}: started in {started:.1f} s (not timed)")
+    settings = session_settings(spark)
+    print("Settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()), flush=True)
     figures: dict = {"cpu_count": cpus, "load_average": list(load), "spark": spark.version,
-                     "master": spark.sparkContext.master, "inputs": args.inputs, "repeat": args.repeat, "tables": []}
+                     "master": spark.sparkContext.master, "plain_session": args.plain_session, "settings": settings,
+                     "inputs": args.inputs, "repeat": args.repeat, "tables": []}
     for n in rows:
         results = measure(spark, n, args.inputs, queries, engines, args.repeat, args.partitions)
         print_table(results, cores)

@@ -9,6 +9,7 @@ in-process, row for row.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
@@ -38,8 +39,118 @@ _session: SparkSession | None = None
 # default is 64 MiB), Spark measures the Arrow batch it is filling after every row it adds, before
 # the row count (maxRecordsPerBatch, 10,000) ends the batch anyway; on the W-OI benchmark (10M
 # tuples, local[2]) that measuring took about a quarter of the JVM's samples, and the query ran in
-# 6.92 s without it against 9.48 s with it (docs/spark.md, "Performance").
+# 6.92 s without it against 9.48 s with it (docs/spark.md, "Performance"). Spark reads it on the
+# executors when a job runs, not when a DataFrame is built, so aggregate() and run() put it in force
+# around the job that runs the engine (arrow_settings) rather than relying on the session.
 ARROW_SETTINGS = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)}
+
+
+@contextlib.contextmanager
+def arrow_settings(spark: SparkSession) -> Iterator[SparkSession]:
+    """``ARROW_SETTINGS`` in force on ``spark`` for the ``with`` block, then each setting back as it was
+    (its earlier value, or unset).
+
+    Spark reads them when an action runs, so wrap the action: ``with ps.arrow_settings(spark):
+    out.write.parquet(path)``. :func:`aggregate` and :func:`run` do this themselves for the job that
+    runs the engine when they sort their result (the default with a key); the block is for a result
+    computed later (``ordered=False``, a split by time) and for your own ``mapInArrow`` with the
+    factories below. The settings are the session's while the block runs, so other threads using the
+    same session see them too.
+    """
+    saved = {name: spark.conf.get(name, None) for name in ARROW_SETTINGS}  # None: not set in the session
+    for name, value in ARROW_SETTINGS.items():
+        spark.conf.set(name, value)
+    try:
+        yield spark
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                spark.conf.unset(name)
+            else:
+                spark.conf.set(name, value)
+
+
+def _has_arrow_settings(spark: SparkSession) -> bool:
+    # Spark shows byte sizes with a "b" suffix ("67108864b"); only exactly Int.MaxValue turns the measuring off.
+    return all((spark.conf.get(name, None) or "").rstrip("bB") == value for name, value in ARROW_SETTINGS.items())
+
+
+_warned_lazy: set[str] = set()  # applicationIds of the SparkContexts already warned by _lazy
+
+
+def _lazy(df: DataFrame, caller: str) -> DataFrame:
+    """``df``, which runs the engine only when the caller's action runs: under the session's settings then,
+    so a session without ``ARROW_SETTINGS`` gets a warning (once per SparkContext) that names the fix."""
+    spark = df.sparkSession
+    app = spark.sparkContext.applicationId
+    if app not in _warned_lazy and not _has_arrow_settings(spark):
+        _warned_lazy.add(app)
+        names = ", ".join(f"{k}={v}" for k, v in ARROW_SETTINGS.items())
+        warnings.warn(f"pyarrow_ops.spark.{caller}: the result is computed when your action runs, under this "
+                      f"session's settings, which lack {names}: Spark then measures every row it hands the "
+                      "engine, which slows the query (docs/spark.md, \"Performance\"). Run the action inside "
+                      "`with pyarrow_ops.spark.arrow_settings(spark):`, or set them in the session "
+                      "(`SparkSession.builder.config(map=pyarrow_ops.spark.ARROW_SETTINGS)`)", stacklevel=3)
+    return df
+
+
+_workers_ok: set[str] = set()  # applicationIds of the SparkContexts whose Python workers passed check_workers
+
+
+def check_workers(spark: SparkSession) -> None:
+    """Raises :class:`~pyarrow_ops.UsageError`, naming the fix, where Spark's Python workers cannot import
+    pyarrow and pyarrow_ops (the engine runs in them).
+
+    One probe job of one task, once per SparkContext (the workers' interpreter is fixed when the context
+    starts); :func:`aggregate` and :func:`run` call it before they build their plan, so a wrong
+    interpreter fails there with this message rather than inside a Java stack trace when the query runs.
+    Call it yourself before using the UDF factories. On a cluster the task runs on one executor only.
+    """
+    from pyarrow_ops._engine import UsageError
+
+    sc = spark.sparkContext
+    if sc.applicationId in _workers_ok:
+        return
+
+    # Defined here, not at module level, so that cloudpickle ships it by value: a module-level function
+    # would be pickled as a reference to pyarrow_ops.spark, which a worker without pyarrow_ops fails to
+    # unpickle before the probe could report anything.
+    def probe(_: Iterator[Any]) -> Iterator[tuple[str, str | None]]:
+        import importlib
+        import sys as worker_sys
+
+        for name in ("pyarrow", "pyarrow_ops"):
+            try:
+                importlib.import_module(name)
+            except Exception as e:  # noqa: BLE001 - any failure to import is what the probe reports
+                yield worker_sys.executable, f"{type(e).__name__}: {e}"
+                return
+        yield worker_sys.executable, None
+
+    fix = ("pyarrow_ops.spark runs the engine in Spark's Python workers, which must be an interpreter with "
+           "pyarrow-ops installed. Set the environment variable PYSPARK_PYTHON to one before the SparkSession "
+           f"starts, e.g. this one: os.environ[\"PYSPARK_PYTHON\"] = sys.executable ({sys.executable}), or "
+           f"`export PYSPARK_PYTHON={sys.executable}` in the shell; a session already started keeps its "
+           "workers' interpreter, so restart it (spark.stop()). On a cluster, install pyarrow-ops in the "
+           "executors' Python (docs/spark.md, \"Scaling out to a cluster\").")
+    try:
+        ((worker, failure),) = sc.parallelize([0], 1).mapPartitions(probe).collect()
+    except Exception as e:
+        raise UsageError(f"Spark's Python workers could not run a probe ({_first_error_line(e)}). {fix}") from e
+    if failure is not None:
+        raise UsageError(f"Spark's Python workers ({worker}) cannot import pyarrow_ops: {failure}. {fix}")
+    _workers_ok.add(sc.applicationId)
+
+
+def _first_error_line(e: Exception) -> str:
+    """The line of a (Java) error message that says what failed, not the whole stack trace."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("at ", "File ")):
+            continue
+        if "Error" in line or "Exception" in line:
+            return line[:500]
+    return lines[0][:500] if lines else type(e).__name__
 
 
 def session() -> SparkSession:
@@ -48,8 +159,8 @@ def session() -> SparkSession:
     Settings for a small machine: 2 cores, 4 shuffle partitions (the default 200 makes every small
     query pay for 200 tasks), no web UI or progress bar, 4 GB driver memory (it applies only if this
     call starts the JVM), results of any size collected, Arrow transfers on, session time zone UTC.
-    On a cluster, build your own session instead; nothing here needs this one, but do copy
-    ``ARROW_SETTINGS`` into it (docs/spark.md, "Performance").
+    On a cluster, or anywhere you have a session already, use yours: :func:`aggregate` and :func:`run`
+    need none of these (docs/spark.md, "Your own session").
     """
     global _session
     if _session is None or _session.sparkContext._jsc is None:  # none yet, or stopped since
@@ -88,27 +199,33 @@ def aggregate_udf(
     threads: int | None = None,
     timer: Any = None,
     ranges: Mapping[int, tuple[int, int | None, int | None]] | None = None,
+    span: Any = None,
 ) -> tuple[Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], pa.Schema]:
     """A function for ``DataFrame.mapInArrow`` that aggregates one Spark partition, and its output
     schema (pyarrow; ``pyspark.sql.pandas.types.from_arrow_schema`` turns it into Spark's).
 
     The partition's rows must carry the int column ``__pao_input`` (the input index, 0 to
-    ``inputs`` - 1) and be in input order within each input (``sortWithinPartitions(__pao_input,
-    position)``); or, as :func:`aggregate` arranges them, only a long ``__pao_position`` with the
-    index packed into its high bits (``_with_packed_position``), sorted by it. ``input_schema`` is
+    ``inputs`` - 1) and either be in input order within each input (``sortWithinPartitions(__pao_input,
+    position)``) or carry ``__pao_position`` (the position within the input), by which the function
+    sorts them itself; or, as :func:`aggregate` arranges them, only a long ``__pao_position`` with the
+    index packed into its high bits (``_with_packed_position``), in any order. ``input_schema`` is
     the schema of the batches Spark hands over, those columns included. A null or out-of-range
     index raises ``InvalidInputError``. Rows of one key must all be in one partition
-    (``repartition(n, *key)``). The function reads the whole partition, splits it by input, and
-    yields the window rows of ``aggregate``.
+    (``repartition(n, *key)``). The function reads the whole partition, puts it in input order,
+    splits it by input, and yields the window rows of ``aggregate``.
 
     ``timer``, for benchmarks: a Spark accumulator (``sparkContext.accumulator(0.0)``) that each
-    partition adds its Python-side work to, in seconds: splitting by input and running the engine,
-    not the time spent receiving batches from the JVM or waiting while Spark consumes the output.
+    partition adds its Python-side work to, in seconds: putting the rows in input order, splitting
+    by input and running the engine, not the time spent receiving batches from the JVM or waiting
+    while Spark consumes the output.
 
     ``ranges``, for a split by time (:func:`aggregate` with ``split="time"``): the rows carry the
-    int64 column ``__pao_range`` and are sorted by it first; it maps each value to (range index,
+    int64 column ``__pao_range``, by which the function sorts them first; it maps each value to (range index,
     least window start kept or None, first window start not kept or None). Each range's rows are
     aggregated on their own and only its windows are kept, in range order.
+
+    ``span``, for the final sort of :func:`aggregate`: an accumulator of ``_Span`` that each partition
+    adds the least and greatest window start it yields to.
     """
     if INPUT_COLUMN not in input_schema.names and POSITION_COLUMN not in input_schema.names:
         raise ValueError(f"the partition's rows need the input index column {INPUT_COLUMN!r} (or a packed "
@@ -144,14 +261,50 @@ def aggregate_udf(
         if table.num_rows == 0:
             return
         start = time_ns()
+        table = _in_input_order(table)
+        bounds = None
         for batch in results(table):
+            if span is not None:
+                bounds = _Span().addInPlace(bounds, _span_of(batch.column(0)))
             busy = time_ns() - start
             yield batch
             start = time_ns() - busy  # the time suspended in yield is Spark's, not ours
+        if span is not None and bounds is not None:
+            span.add(bounds)
         if timer is not None:
             timer.add((time_ns() - start) / 1e9)
 
     return run, output_schema
+
+
+def _in_input_order(table: pa.Table) -> pa.Table:
+    """The partition's rows sorted by (``__pao_range``, ``__pao_input``, ``__pao_position``), those of the
+    columns it has, in the engine's reading order; unchanged without ``__pao_position`` (the caller put
+    them in order).
+
+    :func:`aggregate` has Spark hand the rows over in shuffle order and sorts them here: in the Python
+    worker, which holds the partition anyway, a sort of one int64 column (the packed position) is a
+    NumPy radix sort, and rows already in order (as blocks of the shuffle often are) are checked in one
+    pass and not copied. Spark's sortWithinPartitions sorted every row in the JVM instead, spilling
+    to disk when the executor's memory is small (1 GB by default in local mode).
+    """
+    if POSITION_COLUMN not in table.column_names:
+        return table
+    keys = [c for c in (RANGE_COLUMN, INPUT_COLUMN, POSITION_COLUMN) if c in table.column_names]
+    column = table.column(POSITION_COLUMN)
+    if keys == [POSITION_COLUMN] and pa.types.is_int64(column.type) and column.null_count == 0:
+        position = column.to_numpy()
+        if bool(np.all(position[1:] >= position[:-1])):
+            return table
+        return table.take(np.argsort(position, kind="stable"))
+    # Spark's ascending sorts put nulls first, as sortWithinPartitions did.
+    if _PER_KEY_NULLS:
+        return table.take(pc.sort_indices(table, sort_keys=[(k, "ascending", "at_start") for k in keys]))
+    return table.take(pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys], null_placement="at_start"))
+
+
+# pyarrow 25 takes the null placement per sort key and deprecates the sort-wide one; earlier versions take only that.
+_PER_KEY_NULLS = tuple(int(x) for x in pa.__version__.split(".")[:2]) >= (25, 0)
 
 
 def _read(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
@@ -169,8 +322,9 @@ def _tagged(inputs: DataFrame | Sequence[DataFrame], input_column: str | None,
     Two forms. Either ``__pao_input`` holds the index and ``__pao_position`` the position (sort by
     both); or, with ``packed`` and no ``order_by``, ``__pao_position`` alone holds both (sort by it):
     the index in the bits above :func:`_position_shift` and Spark's row id below. One long column
-    less to shuffle and convert to Arrow, and Spark sorts a single long key by radix sort, where two
-    keys compare whole rows on every tie of the first.
+    less to shuffle and convert to Arrow, and a single int64 key is one NumPy radix sort in the
+    mapInArrow function (:func:`_in_input_order`), where two keys compare row by row on every tie of
+    the first.
     """
     from pyspark.sql import DataFrame as SparkDataFrame
     from pyspark.sql import functions as F
@@ -298,11 +452,13 @@ def aggregate(
             parallelism), or time ranges for ``split="time"`` (see ``split``).
         threads: engine threads per partition (default: ``spark.task.cpus``, the cores Spark gives
             each task, so concurrent tasks do not compete for cores).
-        ordered: with ``split="key"``, sort the result as in-process (the default). The rows are
-            kept once (a local checkpoint) for the sort; a checkpoint does not survive the loss of
-            an executor, so on a cluster that loses executors pass ``ordered=False`` and sort
-            yourself: each partition's rows are then in order, the partitions are not. A split by
-            time needs no sort: its result is in order either way.
+        ordered: with ``split="key"``, sort the result as in-process (the default). The engine
+            then runs in this call, under ``ARROW_SETTINGS`` (see :func:`arrow_settings`), and its
+            window rows are kept (a local checkpoint) for the sort, which runs at your action; a
+            checkpoint does not survive the loss of an executor, so on a cluster that loses
+            executors pass ``ordered=False`` and sort yourself: each partition's rows are then in
+            order, the partitions are not, and nothing runs until your action. A split by time
+            needs no sort: its result is in order either way, and computed at your action.
         split: how the rows are spread over Spark partitions. ``"key"``: by key hash, each key's rows
             in one partition, then the result is sorted (a shuffle of the window rows). ``"time"``:
             by ranges of window starts, each range's rows (and those of the windows across its end)
@@ -316,12 +472,19 @@ def aggregate(
     Returns:
         A DataFrame with columns window_start, window_end, the key columns and the aggregates,
         ordered by window start, then key (nulls last), as in-process.
+
+    Raises:
+        UsageError: Spark's Python workers cannot import pyarrow_ops (:func:`check_workers`).
+
+    Where the result is computed at your action (not sorted here), the session's settings apply
+    then; a session without ``ARROW_SETTINGS`` gets a warning, once, naming the fix.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
     keys = _keys(key)
     tagged, n_inputs, order = _tagged(inputs, input_column, order_by, packed=True)
+    check_workers(tagged.sparkSession)
     # Only the columns the query reads travel through the shuffle (Spark cannot prune a UDF's
     # input itself); a missing one is left for the engine's error, which names it.
     needed = dict.fromkeys([time, *keys, *(a.column for a in aggs.values() if isinstance(a, Agg) and a.column)])
@@ -334,10 +497,10 @@ def aggregate(
         raise ValueError(f"split must be 'auto', 'key' or 'time', got {split!r}")
     if split == "auto":
         split = "key" if keys else "time"
+    # The partitions' rows come in shuffle order: the mapInArrow function sorts them (_in_input_order).
     ranges = None
     if split == "key" and keys:
         spread = tagged.repartition(n, *[F.col(k) for k in keys])
-        in_order = spread.sortWithinPartitions(*order)
     else:
         timed = _split_by_time(tagged, time, window, n) if split == "time" else None
         if timed is None:
@@ -346,17 +509,19 @@ def aggregate(
                 why += f", and its rows could not be split by time ({_TIME_SPLIT_LIMITS})"
             warnings.warn(f"pyarrow_ops.spark.aggregate: {why}, so every row must meet in one Spark partition "
                           "(one Python worker) to be aggregated in merged order", stacklevel=2)
-            in_order = tagged.repartition(1).sortWithinPartitions(*order)
+            spread = tagged.repartition(1)
         else:
             spread, ranges = timed
-            in_order = spread.sortWithinPartitions(RANGE_COLUMN, *order)
-    arrow_in = to_arrow_schema(in_order.schema, timezone="UTC")
+    lazy = not ordered or ranges is not None or not keys  # in order already: time ranges, or one partition
+    # The window starts' bounds, from the engine's job, let the sort cut its ranges without sampling.
+    span = None if lazy else spark.sparkContext.accumulator(None, _Span())
+    arrow_in = to_arrow_schema(spread.schema, timezone="UTC")
     fn, arrow_out = aggregate_udf(arrow_in, n_inputs, time=time, key=keys or None, window=window, aggs=aggs,
-                                  design=design, threads=threads, timer=timer, ranges=ranges)
-    result = in_order.mapInArrow(fn, from_arrow_schema(arrow_out, prefer_timestamp_ntz=False))
-    if not ordered or ranges is not None or not keys:
-        return result  # in order already: time ranges in partition order, or one partition
-    return _sorted(result, [F.col("window_start"), *[F.asc_nulls_last(k) for k in keys]])
+                                  design=design, threads=threads, timer=timer, ranges=ranges, span=span)
+    result = spread.mapInArrow(fn, from_arrow_schema(arrow_out, prefer_timestamp_ntz=False))
+    if lazy:
+        return _lazy(result, "aggregate")
+    return _sorted(result, [F.col("window_start"), *[F.asc_nulls_last(k) for k in keys]], n, span)
 
 
 # Ranges hold at least this many window starts per window a tuple falls in, so the tuples copied into
@@ -435,9 +600,20 @@ def _split_by_time(tagged: DataFrame, time: str, window: Window, n: int) -> tupl
     return spread, ranges
 
 
+_partition_values_found: dict[tuple[str, int], list[int]] = {}  # by (applicationId, n)
+
+
 def _partition_values(spark: SparkSession, n: int) -> list[int]:
     """For each r < n, a long that Spark's hash partitioning into n partitions sends to partition r:
-    the least v >= 0 with pmod(hash(v), n) == r, computed by Spark itself."""
+    the least v >= 0 with pmod(hash(v), n) == r, computed by Spark itself (one small job, once per
+    SparkContext and n)."""
+    key = (spark.sparkContext.applicationId, n)
+    if key not in _partition_values_found:
+        _partition_values_found[key] = _find_partition_values(spark, n)
+    return _partition_values_found[key]
+
+
+def _find_partition_values(spark: SparkSession, n: int) -> list[int]:
     from pyspark.sql import functions as F
 
     found: dict[int, int] = {}
@@ -456,16 +632,94 @@ def _task_cpus(spark: SparkSession) -> int:
     return int(spark.sparkContext.getConf().get("spark.task.cpus", "1"))
 
 
-def _sorted(df: DataFrame, order: list[Any]) -> DataFrame:
-    """``df.orderBy(*order)``, computing ``df`` once.
+def _sorted(df: DataFrame, order: list[Any], partitions: int, span: Any = None) -> DataFrame:
+    """``df`` sorted by ``order`` over ``partitions`` Spark partitions (in partition order), ``df`` computed
+    once, now, under ``ARROW_SETTINGS``.
 
-    orderBy's range partitioning first samples its input in a job of its own, which would run
-    the whole query before it (shuffle, sort, engine) a second time. A lazy local checkpoint keeps
-    the rows the first job computes (memory, spilling to disk; freed when the DataFrame is), so the
-    sort reads them instead. Measured on the W-OI benchmark, 2M tuples on local[2]: 3.7-4.9 s against
-    5.9-7.0 s for orderBy alone and 5.6-6.5 s for one partition sorting everything.
+    A global sort's range partitioning first samples its input in a job of its own, which would run the
+    whole query before it (shuffle, sort, engine) a second time; a local checkpoint keeps the rows the
+    first job computes (freed when the DataFrame is), so the sort reads them instead. Measured on the
+    W-OI benchmark, 2M tuples on local[2]: 3.7-4.9 s against 5.9-7.0 s for orderBy alone and 5.6-6.5 s
+    for one partition sorting everything.
+
+    The checkpoint is eager so that the engine's job runs here, inside :func:`arrow_settings`: Spark reads
+    those settings when a job runs, and a lazy checkpoint's job would run at the caller's action, under
+    whatever the session has then (docs/spark.md, "Your own session"). It is kept as Spark keeps a cache
+    (MEMORY_AND_DISK: deserialized in memory, evicted to disk under pressure), not on disk only, which
+    serializes every row. Measured on the W-OI benchmark in a plain local[2] session (1 GB driver), best of
+    interleaved runs: at 2M tuples 2.33 s in memory against 2.90 s on disk; at 10M, where the window rows
+    compete with the benchmark's cached inputs for the 1 GB, 13.40 s against 11.61 s. The small query is
+    the one whose ratio to Spark's own formulations is tight, and a cluster's executors have more room.
+
+    The sort repartitions into ``partitions`` then sorts within each, rather than orderBy, whose partition
+    count is the session's spark.sql.shuffle.partitions (200 unless set). With ``span``, an accumulator
+    of :class:`_Span` that the engine's job filled with the least and greatest ``window_start`` (the
+    first sort key), the ranges are equal spans of it and need no sampling job (:func:`_by_span`);
+    otherwise, or for a window start of another type, Spark's range partitioning samples the checkpoint.
     """
-    return df.localCheckpoint(eager=False).orderBy(*order)
+    from pyspark import StorageLevel
+
+    with arrow_settings(df.sparkSession):
+        kept = df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+    by_span = _by_span(kept, "window_start", span.value, partitions) if span is not None else None
+    if by_span is not None:
+        return by_span.sortWithinPartitions(*order).drop(RANGE_COLUMN)
+    return kept.repartitionByRange(partitions, *order).sortWithinPartitions(*order)
+
+
+class _Span:
+    """An accumulator's merge (``sparkContext.accumulator(None, _Span())``) of (least, greatest) int64
+    values; None while nothing was added."""
+
+    def zero(self, value: Any) -> None:
+        return None
+
+    def addInPlace(self, a: tuple[int, int] | None, b: tuple[int, int] | None) -> tuple[int, int] | None:  # noqa: N802
+        if a is None or b is None:
+            return a if b is None else b
+        return min(a[0], b[0]), max(a[1], b[1])
+
+
+def _span_of(column: pa.Array | pa.ChunkedArray) -> tuple[int, int] | None:
+    """The least and greatest value of a timestamp (as microseconds, as Spark keeps them) or integer
+    column, for :class:`_Span`; None for another type or no values."""
+    if pa.types.is_timestamp(column.type):
+        column = pc.cast(column, pa.timestamp("us", column.type.tz), safe=False)  # (truncating keeps the order)
+    elif not pa.types.is_integer(column.type):
+        return None
+    bounds = pc.min_max(pc.cast(column, pa.int64()))
+    lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+    return None if lo is None else (lo, hi)
+
+
+def _by_span(df: DataFrame, name: str, span: tuple[int, int] | None, partitions: int) -> DataFrame | None:
+    """``df`` repartitioned into ``partitions`` equal spans of the column ``name``, in order: the rows of
+    span r in partition r (``__pao_range``, a value that Spark's hash partitioning sends there, as for a
+    split by time). The column must be a timestamp or integer column between ``span``'s bounds; None
+    where it is not, or where the span does not fit a long."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if span is None:
+        return None
+    dtype = df.schema[name].dataType
+    if isinstance(dtype, T.TimestampType):
+        value = F.unix_micros(F.col(name))
+    elif isinstance(dtype, (T.LongType, T.IntegerType, T.ShortType, T.ByteType)):
+        value = F.col(name).cast("long")
+    else:
+        return None
+    lo, hi = span
+    width = hi - lo + 1
+    if width >= 2**62:
+        return None
+    step = -(-width // partitions)
+    # Monotone in the value, which is all the order needs (the division is in doubles); clamped, so that a
+    # value outside the span (none is expected) still lands in the first or the last partition.
+    bucket = F.least(F.greatest(F.floor((value - F.lit(lo)) / F.lit(step)), F.lit(0)), F.lit(partitions - 1))
+    labels = _partition_values(df.sparkSession, partitions)
+    label = F.element_at(F.array(*[F.lit(v).cast("long") for v in labels]), bucket.cast("int") + 1)
+    return df.withColumn(RANGE_COLUMN, label).repartition(partitions, RANGE_COLUMN)
 
 
 def _need_positions(input_schema: pa.Schema) -> None:
@@ -779,8 +1033,9 @@ def run(
             and are not passed to the operators (keep a copy under another name to use one).
         partitions: Spark partitions per keyed stage (default: Spark's default parallelism).
         threads: engine threads per partition (default: ``spark.task.cpus``).
-        ordered: sort the result as in-process (the default), as for :func:`aggregate`; with
-            ``False`` the rows are all there but in no set order, and the sequence columns go too.
+        ordered: sort the result as in-process (the default), as for :func:`aggregate`: the stages
+            then run in this call, under ``ARROW_SETTINGS``; with ``False`` the rows are all there
+            but in no set order, the sequence columns go too, and nothing runs until your action.
 
     The operators run in stages (docs/spark.md): consecutive operators whose keys share a column
     run in one pass over rows hashed by that column; a stateful operator (``top_k``, a
@@ -799,6 +1054,7 @@ def run(
     if not ops:
         raise _engine.InvalidInputError("the pipeline has no operators; add one, e.g. .filter(...)")
     tagged, n_inputs, _ = _tagged(inputs, input_column, order_by)
+    check_workers(tagged.sparkSession)
     if order_by is not None and order_by != time:
         tagged = tagged.drop(order_by)
     spark_in = to_arrow_schema(tagged.schema, timezone="UTC")
@@ -827,8 +1083,8 @@ def run(
                                                         time, threads)
         df = df.mapInArrow(fn, from_arrow_schema(spark_out, prefer_timestamp_ntz=False))
     if not ordered:
-        return df.drop(*sequence)
-    return _sorted(df, [F.asc_nulls_last(c) for c in sequence]).drop(*sequence)
+        return _lazy(df.drop(*sequence), "run")
+    return _sorted(df, [F.asc_nulls_last(c) for c in sequence], n).drop(*sequence)
 
 
 def stages(pipeline: Any) -> list[str]:

@@ -4,6 +4,7 @@ partitions and partitions holding one key; engine errors raised in the Python wo
 
 from __future__ import annotations
 
+import os
 import random
 import warnings
 
@@ -170,10 +171,14 @@ def test_no_key_and_too_short_a_span_runs_in_one_partition_with_a_warning(spark)
 
 def test_an_unsorted_input_fails_on_the_driver_with_the_engine_message(spark):
     t = pa.table({"t": [1, 5, 3], "k": [1, 1, 1], "v": [1.0, 2.0, 3.0], "seq": [0, 1, 2]})
-    out = ps.aggregate([spark.createDataFrame(t)], time="t", key="k", window=po.tumbling(2),
-                       aggs={"n": po.count()}, order_by="seq")
     with pytest.raises(Exception, match=r"input 0 is not sorted by 't'|not sorted"):
-        out.toArrow()
+        # Sorted (the default with a key), the engine runs in the call itself; unsorted, at the action.
+        ps.aggregate([spark.createDataFrame(t)], time="t", key="k", window=po.tumbling(2),
+                     aggs={"n": po.count()}, order_by="seq")
+    loose = ps.aggregate([spark.createDataFrame(t)], time="t", key="k", window=po.tumbling(2),
+                         aggs={"n": po.count()}, order_by="seq", ordered=False)
+    with pytest.raises(Exception, match=r"input 0 is not sorted by 't'|not sorted"):
+        loose.toArrow()
 
 
 def test_udf_factory_for_map_in_arrow(spark):
@@ -337,9 +342,8 @@ def test_pipeline_stateful_stage_warns_and_errors_reach_the_driver(spark):
     loose = ps.run(po.Pipeline(t, time="ts").sessionize("u", gap=2), [spark.createDataFrame(t)], ordered=False)
     _same_pipeline(loose.toArrow().sort_by("ts"), po.Pipeline(t, time="ts").sessionize("u", gap=2).run().to_arrow())
     unsorted = pa.table({"ts": [1, 5, 3], "u": [1, 1, 1], "v": [1, 2, 3], "seq": [0, 1, 2]})
-    bad = ps.run(po.Pipeline(t, time="ts").sessionize("u", gap=2), [spark.createDataFrame(unsorted)], order_by="seq")
-    with pytest.raises(Exception, match="not sorted"):
-        bad.toArrow()
+    with pytest.raises(Exception, match="not sorted"):  # the stages run in the call (the result is sorted)
+        ps.run(po.Pipeline(t, time="ts").sessionize("u", gap=2), [spark.createDataFrame(unsorted)], order_by="seq")
 
 
 def test_report_equality_counts():
@@ -370,8 +374,187 @@ def test_pipeline_udf_factories(spark):
 
 def test_a_null_time_fails_on_the_driver_naming_the_input(spark):
     t = pa.table({"t": pa.array([1, None, 3], pa.int64()), "k": [1, 1, 2], "v": [1.0, 2.0, 3.0]})
-    out = ps.aggregate([spark.createDataFrame(t)], time="t", key="k", window=po.tumbling(2), aggs={"n": po.count()})
     with pytest.raises(Exception, match=r"input 0.*null|null.*input 0"):
-        out.toArrow()
+        ps.aggregate([spark.createDataFrame(t)], time="t", key="k", window=po.tumbling(2), aggs={"n": po.count()})
     with pytest.raises(po.InvalidInputError, match="'nope'"):  # checked on the driver, before Spark runs
         ps.aggregate([spark.createDataFrame(t)], time="nope", key="k", window=po.tumbling(2), aggs={"n": po.count()})
+
+
+# --- The user's own session -------------------------------------------------------------------------
+
+BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
+
+
+@pytest.fixture
+def session_without_arrow_settings(spark):
+    """The module's session with maxBytesPerBatch as a given value or unset (Spark's default) for the test,
+    then as it was."""
+    saved = spark.conf.get(BYTES, None)
+
+    def use(value):
+        if value is None:
+            spark.conf.unset(BYTES)
+        else:
+            spark.conf.set(BYTES, value)
+        return spark
+
+    yield use
+    use(saved)
+
+
+def test_arrow_settings_are_in_force_for_the_block_then_as_they_were(session_without_arrow_settings):
+    spark = session_without_arrow_settings(None)
+    with ps.arrow_settings(spark):
+        assert spark.conf.get(BYTES).rstrip("b") == "2147483647"
+    assert spark.conf.get(BYTES, None) is None  # unset again, not set to the default's value
+    session_without_arrow_settings("1000")
+    with pytest.raises(RuntimeError, match="inside"):
+        with ps.arrow_settings(spark):
+            raise RuntimeError("inside")
+    assert spark.conf.get(BYTES) == "1000"
+
+
+def test_the_sorted_result_runs_its_udf_under_the_arrow_settings_whatever_the_session_has(
+        spark, session_without_arrow_settings):
+    """Spark reads maxBytesPerBatch when a job runs. With 1 byte, every batch it hands a UDF is one row: so
+    a UDF run at the caller's action sees one-row batches, one run inside _sorted (as aggregate's and run's
+    engine stages do) sees whole batches, and the session keeps its 1 byte."""
+    from pyspark.sql import functions as F
+
+    def batch_rows(batches):  # nested, so that cloudpickle ships it by value to the workers
+        for batch in batches:
+            yield batch.append_column("batch_rows", pa.array([batch.num_rows] * batch.num_rows, pa.int64()))
+
+    session_without_arrow_settings("1")
+    rows = spark.range(0, 300, numPartitions=1)
+    lazy = rows.mapInArrow(batch_rows, "id long, batch_rows long")
+    assert {r["batch_rows"] for r in lazy.collect()} == {1}  # the session's setting, at the action
+    sorted_ = ps._sorted(rows.mapInArrow(batch_rows, "id long, batch_rows long"), [F.col("id").desc()], 2)
+    assert spark.conf.get(BYTES) == "1"
+    got = sorted_.collect()
+    assert [r["id"] for r in got] == list(range(299, -1, -1))
+    assert {r["batch_rows"] for r in got} == {300}  # one batch: computed under ARROW_SETTINGS
+    # The given partition count, not spark.sql.shuffle.partitions (4 here), which adaptive execution coalesces.
+    assert sorted_.rdd.getNumPartitions() == 2
+
+
+def test_span_of_window_starts_and_its_merge():
+    """The accumulator the sort's ranges come from: the least and greatest window start, as Spark keeps
+    it (microseconds for timestamps of any unit), merged across partitions; None where it cannot say."""
+    ns = pa.array([3_000, 1_999, 7_000_000], pa.timestamp("ns", tz="UTC"))
+    assert ps._span_of(ns) == (1, 7_000)  # microseconds, truncated (the order is kept)
+    assert ps._span_of(pa.chunked_array([pa.array([5, -2], pa.int32()), pa.array([9], pa.int32())])) == (-2, 9)
+    assert ps._span_of(pa.array([1.5, 2.5])) is None
+    assert ps._span_of(pa.array([], pa.int64())) is None
+    merge = ps._Span()
+    assert merge.zero(None) is None
+    assert merge.addInPlace(None, (3, 4)) == (3, 4) and merge.addInPlace((3, 4), None) == (3, 4)
+    assert merge.addInPlace((3, 4), (-1, 2)) == (-1, 4)
+
+
+def test_the_sorted_result_is_cut_into_equal_spans_of_window_start(spark):
+    """ps.aggregate's sort cuts the window starts the engine saw into equal spans, span r in partition
+    r: the partitions are in window order, none left empty, and the rows are the in-process table."""
+    from pyspark.sql import functions as F
+
+    rows = 4000
+    t = pa.table({"t": pa.array(range(rows), pa.int64()), "k": pa.array([i % 7 for i in range(rows)]),
+                  "v": pa.array([1.0] * rows)})
+    query = dict(time="t", key="k", window=po.sliding(size=10, advance=5), aggs={"n": po.count()})
+    out = ps.aggregate([spark.createDataFrame(t)], **query, partitions=4)
+    _same(out.toArrow(), po.aggregate(t, **query).to_arrow())
+    layout = out.groupBy(F.spark_partition_id().alias("p")).agg(F.min("window_start").alias("lo"),
+                                                               F.max("window_start").alias("hi"),
+                                                               F.count("*").alias("n")).orderBy("p").collect()
+    assert [r["p"] for r in layout] == [0, 1, 2, 3]
+    assert all(a["hi"] < b["lo"] for a, b in zip(layout, layout[1:]))
+    assert min(r["n"] for r in layout) > sum(r["n"] for r in layout) // 8  # equal spans of evenly spread rows
+
+
+def test_a_session_without_the_arrow_settings_is_warned_once_where_the_result_runs_later(
+        spark, session_without_arrow_settings):
+    t = pa.table({"t": list(range(200)), "k": [i % 3 for i in range(200)], "v": [1.0] * 200})
+    query = dict(time="t", key="k", window=po.tumbling(10), aggs={"n": po.count()})
+    expected = po.aggregate(t, **query).to_arrow()
+    session_without_arrow_settings(None)
+    ps._warned_lazy.discard(spark.sparkContext.applicationId)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # sorted: computed here under the settings, so no warning
+        _same(ps.aggregate([spark.createDataFrame(t)], **query).toArrow(), expected)
+    with pytest.warns(UserWarning, match=r"computed when your action runs.*arrow_settings"):
+        loose = ps.aggregate([spark.createDataFrame(t)], **query, ordered=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per SparkContext
+        again = ps.aggregate([spark.createDataFrame(t)], **query, ordered=False)
+    with ps.arrow_settings(spark):
+        _same(loose.toArrow().sort_by([("window_start", "ascending"), ("k", "ascending")]), expected)
+    _same(again.toArrow().sort_by([("window_start", "ascending"), ("k", "ascending")]), expected)
+    session_without_arrow_settings(ps.ARROW_SETTINGS[BYTES])
+    ps._warned_lazy.discard(spark.sparkContext.applicationId)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a session that has them: no warning
+        ps.aggregate([spark.createDataFrame(t)], **query, ordered=False)
+
+
+def test_check_workers_passes_with_this_interpreter_and_probes_once_per_context(spark):
+    sc = spark.sparkContext
+    ps._workers_ok.discard(sc.applicationId)
+    try:
+        sc.setJobGroup("pao-check-1", "check_workers")
+        ps.check_workers(spark)
+        sc.setJobGroup("pao-check-2", "check_workers again")
+        ps.check_workers(spark)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
+    tracker = sc.statusTracker()
+    assert len(tracker.getJobIdsForGroup("pao-check-1")) == 1  # the probe
+    assert tracker.getJobIdsForGroup("pao-check-2") == []  # cached
+
+
+def _interpreter_without_pyarrow_ops() -> str | None:
+    """This virtual environment's base interpreter, if it cannot import pyarrow_ops (same Python version,
+    so the workers start and fail only on the import)."""
+    import subprocess
+    import sys
+
+    base = getattr(sys, "_base_executable", None)
+    if not base:
+        return None
+    found = subprocess.run([base, "-c", "import pyarrow_ops"], capture_output=True).returncode == 0
+    return None if found else base
+
+
+WRONG_WORKERS = """
+import pyarrow as pa
+from pyspark.sql import SparkSession
+import pyarrow_ops as po
+import pyarrow_ops.spark as ps
+
+spark = SparkSession.builder.master("local[1]").config("spark.ui.showConsoleProgress", "false").getOrCreate()
+df = spark.createDataFrame(pa.table({"t": [1, 2], "k": [1, 1]}))
+try:
+    ps.aggregate([df], time="t", key="k", window=po.tumbling(2), aggs={"n": po.count()})
+except po.UsageError as e:
+    print("USAGE ERROR:", e)
+"""
+
+
+def test_workers_that_cannot_import_pyarrow_ops_raise_one_clear_error(tmp_path):
+    """A plain session whose PYSPARK_PYTHON is an interpreter without pyarrow_ops: ps.aggregate raises
+    UsageError naming the fix, in a process of its own (the workers' interpreter is fixed per context)."""
+    import subprocess
+    import sys
+
+    wrong = _interpreter_without_pyarrow_ops()
+    if wrong is None:
+        pytest.skip("no interpreter without pyarrow_ops at hand (not in a virtual environment)")
+    script = tmp_path / "wrong_workers.py"
+    script.write_text(WRONG_WORKERS)
+    env = {**os.environ, "PYSPARK_PYTHON": wrong}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("USAGE ERROR:")]
+    assert f"Spark's Python workers ({wrong}) cannot import pyarrow_ops" in line
+    assert "No module named 'pyarrow'" in line
+    assert "PYSPARK_PYTHON" in line and sys.executable in line
