@@ -3,9 +3,12 @@
 import doctest
 import importlib
 import pathlib
+import pkgutil
 import re
 
 import pytest
+
+import pyarrow_ops
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -20,9 +23,17 @@ def test_python_blocks_in_docs_run(path, tmp_path, monkeypatch):
         exec(compile(block, str(path), "exec"), namespace)
 
 
-@pytest.mark.parametrize("name", ["", ".datasets", ".errors", ".expr", ".io", ".merge", ".pipeline"])
+# Every module of the package, found rather than listed, so that a new one cannot be left out. doctest.testmod
+# collects only the objects a module defines itself, so each module runs its own examples, re-exported or not.
+MODULES = sorted(m.name for m in pkgutil.iter_modules(pyarrow_ops.__path__, "pyarrow_ops.") if not m.name.endswith("._engine"))
+WITH_EXAMPLES = {"pyarrow_ops", "pyarrow_ops.aggregate", "pyarrow_ops.datasets", "pyarrow_ops.errors", "pyarrow_ops.expr",
+                 "pyarrow_ops.io", "pyarrow_ops.merge", "pyarrow_ops.pipeline", "pyarrow_ops.windows"}
+
+
+@pytest.mark.parametrize("name", ["pyarrow_ops", *MODULES])
 def test_docstring_examples(name):
-    module = importlib.import_module("pyarrow_ops" + name)
+    module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0
-    assert result.attempted > 0
+    if name in WITH_EXAMPLES:
+        assert result.attempted > 0
