@@ -336,16 +336,21 @@ TEST(stats_from_another_thread_while_the_reader_reads) {
     MultiwayAggregate op(schema, k, std::move(o));
     op.start(std::move(sources));
     std::atomic<bool> done{false};
+    std::atomic<bool> watching{false};
     int64_t seen_tuples = 0;
     size_t snapshots = 0;
     std::thread watcher([&] {
-      while (!done.load(std::memory_order_acquire)) {
+      // At least one snapshot, and the reader starts only after the first: a fast run would
+      // otherwise end before this thread is scheduled (it did on a 2-core CI machine).
+      do {
         const ops::MultiwayStats s = op.stats();
         CHECK(s.tuples >= seen_tuples);  // counters only grow
         seen_tuples = s.tuples;
         ++snapshots;
-      }
+        watching.store(true, std::memory_order_release);
+      } while (!done.load(std::memory_order_acquire));
     });
+    while (!watching.load(std::memory_order_acquire)) std::this_thread::yield();
     const std::vector<Row> got = read_all(op);
     done.store(true, std::memory_order_release);
     watcher.join();
