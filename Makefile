@@ -56,7 +56,7 @@ py-test: install
 	$(PY) -m pytest
 
 bench: install
-	$(PY) -m pyarrow_ops bench
+	$(PY) -m benchmarks.merge
 
 clean:
 	rm -rf build $(VENV) asv_bench/.asv

@@ -19,12 +19,17 @@ DuckDB) measured in the same process; those ratios are the sturdiest figures, an
 
 The commands (merge and aggregate with every setting spelled out, so that both builds run the same
 workload even if a default changes in one of them; pipeline's sizes are its module's own):
-  merge      python -m pyarrow_ops bench: merge against polars concat + stable sort, 2M rows, 4 and 20 inputs.
-  aggregate  python -m pyarrow_ops.bench_aggregate: design auto on the six paper queries against Polars and
+  merge      python -m benchmarks.merge: merge against polars concat + stable sort, 2M rows, 4 and 20 inputs.
+  aggregate  python -m benchmarks.aggregate: design auto on the six paper queries against Polars and
              DuckDB, 2M rows, 1/4/20 inputs, threads auto, one run per contender (--repeat 1: the rounds
              repeat it); no latency or push table (the T-Gate table always runs first).
-  pipeline   python -m pyarrow_ops.bench_pipeline: every section (reordering, partitioning, heuristics,
+  pipeline   python -m benchmarks.pipeline: every section (reordering, partitioning, heuristics,
              bars); their throughputs compare engine settings with each other (no external peer there).
+The benchmarks live in the repository's ``benchmarks`` package, outside the installed package: a build's
+repository is the folder holding its venv (``<repository>/.venv/bin/python``), put on PYTHONPATH for its
+commands. A build from before the package existed (no ``benchmarks/`` there, as in the baseline) runs the
+same benchmarks under their old names inside pyarrow_ops (``python -m pyarrow_ops bench``,
+``pyarrow_ops.bench_aggregate``, ``pyarrow_ops.bench_pipeline``).
 ``--X-args`` appends arguments to command X; argparse keeps the last value of an option, so they override
 the settings above, e.g. ``--merge-args="--rows 200000 --repeat 1"`` or
 ``--pipeline-args="--sections reorder,partitioning"`` (write ``--X-args=...`` with ``=``: argparse takes a
@@ -99,7 +104,7 @@ def _block(lines: list[str], title: str) -> list[str]:
 
 
 def parse_merge(text: str) -> list[Figure]:
-    # inputs, pyarrow-ops t/s, polars t/s, ratio, identical (pyarrow_ops.__main__._bench)
+    # inputs, pyarrow-ops t/s, polars t/s, ratio, identical (benchmarks.merge.main)
     row = re.compile(r"^\s*(\d+)\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)\s+(True|False)\s*$")
     figures = []
     for line in text.splitlines():
@@ -222,17 +227,17 @@ def _bar(bar: str, measured: str) -> list[Figure]:
 # --- the commands ------------------------------------------------------------------------------------
 
 COMMANDS: dict[str, tuple[list[str], Callable[[str], list[Figure]]]] = {
-    "merge": (["-m", "pyarrow_ops", "bench", "--rows", "2000000", "--inputs", "4", "20", "--repeat", "5",
+    "merge": (["-m", "benchmarks.merge", "--rows", "2000000", "--inputs", "4", "20", "--repeat", "5",
                "--seed", "0"], parse_merge),
     # --repeat 1, not the module's 2: the peers' runs are most of its time (both formulations of each; K-OS and
     # W-OI at 4 inputs took 3 to 12 s a run at 2M rows here, under load), and 2 would take it from about 4
     # minutes to about 8 on a quiet machine, 15 under load. This script's rounds give each figure its best-of-N.
-    "aggregate": (["-m", "pyarrow_ops.bench_aggregate", "--rows", "2000000", "--inputs", "1,4,20", "--repeat", "1",
+    "aggregate": (["-m", "benchmarks.aggregate", "--rows", "2000000", "--inputs", "1,4,20", "--repeat", "1",
                    "--threads", "auto", "--designs", "auto", "--queries", "k-OI,K-OI,k-OS,K-OS,w-OI,W-OI",
                    "--peers", "polars,duckdb", "--latency-designs", "", "--push-designs", ""], parse_aggregate),
     # Its sizes and repeat count stay the module's defaults (3 runs; sizes it cannot take from the command
     # line anyway), so that --pipeline-args=--quick shrinks everything for a smoke test.
-    "pipeline": (["-m", "pyarrow_ops.bench_pipeline", "--sections", "reorder,partitioning,heuristics,bars"],
+    "pipeline": (["-m", "benchmarks.pipeline", "--sections", "reorder,partitioning,heuristics,bars"],
                  parse_pipeline),
 }
 
@@ -256,12 +261,33 @@ print(json.dumps({"package": pyarrow_ops.__file__, "engine": engine.__file__, "d
 """
 
 
-def child_env() -> dict[str, str]:
+# The benchmarks' modules under the names a build from before the benchmarks package had for them.
+OLD_MODULES = {"benchmarks.merge": ["pyarrow_ops", "bench"], "benchmarks.aggregate": ["pyarrow_ops.bench_aggregate"],
+               "benchmarks.pipeline": ["pyarrow_ops.bench_pipeline"]}
+
+
+def repository(python: str) -> Path | None:
+    """The repository whose benchmarks package the build runs: the folder holding its venv, if it has one."""
+    root = Path(python).absolute().parents[2]
+    return root if (root / "benchmarks" / "__init__.py").is_file() else None
+
+
+def build_argv(python: str, argv: list[str]) -> list[str]:
+    """``argv`` (``-m benchmarks.<name> ...``) for this build: as is, or under the old module name."""
+    if repository(python) is None and argv[:1] == ["-m"] and argv[1] in OLD_MODULES:
+        return [python, "-m", *OLD_MODULES[argv[1]], *argv[2:]]
+    return [python, *argv]
+
+
+def child_env(python: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
     # PYTHONPATH would put one tree's source in front of both builds; the user site could hold a third
-    # copy of the package.
+    # copy of the package. Only the build's own repository goes on it, for its benchmarks package.
     for name in ("PYTHONPATH", "PYTHONHOME"):
         env.pop(name, None)
+    root = repository(python) if python else None
+    if root is not None:
+        env["PYTHONPATH"] = str(root)
     env["PYTHONSAFEPATH"] = "1"  # 3.11+: no working directory on sys.path, the neutral cwd aside
     env["PYTHONNOUSERSITE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"  # the output shows as it comes, not when a long command ends
@@ -283,7 +309,7 @@ class Run:
 def run_streaming(argv: list[str], cwd: str, timeout: float | None) -> tuple[int, str, float]:
     """Runs argv, echoing its output (stderr merged) as it comes; returns (exit code, output, seconds)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=cwd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(argv, cwd=cwd, env=child_env(argv[0]), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, bufsize=1)
     timer = threading.Timer(timeout, proc.kill) if timeout else None
     if timer:
@@ -427,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
             check_builds(labels, pythons, cwd, digests)
             for command in commands:
                 for label in labels:
-                    run = Run(label, rnd, command, [pythons[label], *argvs[command]])
+                    run = Run(label, rnd, command, build_argv(pythons[label], argvs[command]))
                     print(f"\n===== [{label}] round {rnd}/{args.rounds}: {command}: {shlex.join(run.argv)}",
                           flush=True)
                     if args.dry_run:

@@ -1,4 +1,5 @@
-"""The command line: ``python -m pyarrow_ops demo | bench``."""
+"""The command line: ``python -m pyarrow_ops demo`` (the benchmarks are ``python -m benchmarks.<name>``, from
+the repository)."""
 
 from __future__ import annotations
 
@@ -21,19 +22,6 @@ def _demo(args: argparse.Namespace) -> int:
                repeat=args.repeat)
 
 
-def _bench(args: argparse.Namespace) -> int:
-    from pyarrow_ops.bench import compare_merge
-
-    print(f"merge throughput, {args.rows:,} tuples, median of {args.repeat} runs each")
-    print(f"{'inputs':>6}  {'pyarrow-ops t/s':>16}  {'polars concat+sort t/s':>22}  {'ratio':>6}  identical")
-    for r in compare_merge(rows=args.rows, inputs=args.inputs, repeat=args.repeat, seed=args.seed):
-        print(
-            f"{r.inputs:>6}  {r.engine_tuples_per_s:>16,.0f}  {r.polars_tuples_per_s:>22,.0f}  "
-            f"{r.speedup:>6.2f}  {r.identical}"
-        )
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pyarrow_ops", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -47,12 +35,6 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--repeat", type=_positive, default=3,
                       help="interleaved rounds; the best of each contender counts")
     demo.set_defaults(run=_demo)
-    bench = sub.add_parser("bench", help="merge throughput against polars, as a ratio")
-    bench.add_argument("--rows", type=int, default=2_000_000)
-    bench.add_argument("--inputs", type=int, nargs="+", default=[4, 20])
-    bench.add_argument("--repeat", type=int, default=5)
-    bench.add_argument("--seed", type=int, default=0)
-    bench.set_defaults(run=_bench)
     args = parser.parse_args(argv)
     try:
         return args.run(args)

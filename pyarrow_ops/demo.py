@@ -6,7 +6,7 @@ Several data concentrators each send their meters' readings in time order. The d
 2. computes a sliding-window aggregation per meter with :func:`pyarrow_ops.aggregate` (the shape of the
    multiway aggregation paper's k-OI and w-OI queries, docs/aggregate.md);
 3. computes the same table with Polars (``group_by_dynamic``, and the exploded windows of
-   :func:`pyarrow_ops.peers.polars_aggregate`) in the same run, interleaved with the engine, checks the tables
+   :func:`benchmarks.peers.polars_aggregate`) in the same run, interleaved with the engine, checks the tables
    equal and prints the throughput ratio against the faster formulation;
 4. runs a short pipeline: spells of consecutive low readings per meter (filter, sessionize, running).
 
@@ -92,14 +92,19 @@ def polars_group_by_dynamic(tables: list[pa.Table], size: int, advance: int, off
 
 def run(*, rows: int, meters: int, inputs: int, seed: int, preview: int, repeat: int) -> int:
     """Prints the demo; returns the exit status (1 if the engine and Polars disagree)."""
-    # Imported here to say what is missing: pyarrow_ops.peers imports DuckDB, which only the test and bench
-    # extras install (make demo installs both).
+    # Imported here to say what is missing. The peers' formulations live in the repository's benchmarks
+    # package, which the wheel leaves out, and benchmarks.peers imports DuckDB, which only the test and bench
+    # extras install (make demo, run in the repository, has both).
     try:
-        from pyarrow_ops import peers
-        from pyarrow_ops.bench_aggregate import RELATIVE_TOLERANCE, same_table
+        from benchmarks import peers
+        from benchmarks.aggregate import RELATIVE_TOLERANCE, same_table
     except ImportError as e:
-        print(f"the comparison with Polars needs pyarrow_ops.peers, which imports {e.name}: "
-              "pip install 'pyarrow-ops[bench]' (make demo installs it)")
+        if e.name == "benchmarks":
+            print("the comparison with Polars uses the peers' formulations of the repository's benchmarks package: "
+                  "run the demo from a checkout of the repository (make demo)")
+        else:
+            print(f"the comparison with Polars needs benchmarks.peers, which imports {e.name}: "
+                  "pip install 'pyarrow-ops[bench]' (make demo installs it)")
         return 1
 
     minutes = int(PERIOD.total_seconds() // 60)
@@ -140,7 +145,7 @@ def run(*, rows: int, meters: int, inputs: int, seed: int, preview: int, repeat:
 
     # peers.polars_aggregate's "panes" formulation is left out: it pre-aggregates per pane (here 15 minutes, the
     # reporting period), and a meter has one reading per pane, so it only adds a group_by; it ran at about two
-    # thirds of "explode" on this query. pyarrow_ops.bench_aggregate compares every formulation.
+    # thirds of "explode" on this query. benchmarks.aggregate compares every formulation.
     formulations = {"group_by_dynamic": lambda: polars_group_by_dynamic(tables, size, advance, offset),
                     "explode": peer("explode")}
     best: dict[str, float] = {}
@@ -179,7 +184,7 @@ def run(*, rows: int, meters: int, inputs: int, seed: int, preview: int, repeat:
           "the engine's table)")
     descriptions = {
         "group_by_dynamic": "concat, sort by meter and time, group_by_dynamic per meter",
-        "explode": "pyarrow_ops.peers.polars_aggregate: each reading exploded into the windows that hold it, "
+        "explode": "benchmarks.peers.polars_aggregate: each reading exploded into the windows that hold it, "
                    "then one group by window and meter",
     }
     for name in formulations:

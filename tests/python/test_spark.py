@@ -49,7 +49,7 @@ AGGS = {"n": po.count(), "total": po.sum("v"), "avg": po.mean("v"), "lo": po.min
 def _frame(spark, table: pa.Table):
     """The table as a DataFrame. Concatenated inputs can hold empty record batches, after which
     PySpark's createDataFrame(pa.Table) drops every row (peers._to_spark works around it)."""
-    from pyarrow_ops.peers import _to_spark
+    from benchmarks.peers import _to_spark
 
     return _to_spark(spark, table)
 

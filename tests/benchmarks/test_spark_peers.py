@@ -1,4 +1,4 @@
-"""The Spark peer of aggregate() (pyarrow_ops/peers.py: spark_aggregate) in a real local[2] Spark, against
+"""The Spark peer of aggregate() (benchmarks/peers.py: spark_aggregate) in a real local[2] Spark, against
 reference_aggregate and the engine.
 
 Spark is slow to start (~10 s) and to run even tiny queries (~0.5-2 s each), so these are a few chosen cases

@@ -1,4 +1,4 @@
-"""python -m pyarrow_ops.bench_spark at a tiny size on real PySpark (local[2]) as a smoke test: every query is
+"""python -m benchmarks.spark at a tiny size on real PySpark (local[2]) as a smoke test: every query is
 checked equal across the engine and Spark's formulations, every figure is printed and written, and the figures
 are sane. No figure is judged against another: timings belong to the benchmark. Skipped without PySpark or Java
 (the project's ``spark`` extra)."""
@@ -12,7 +12,7 @@ pytest.importorskip("pyspark")
 if shutil.which("java") is None:
     pytest.skip("Spark needs Java", allow_module_level=True)
 
-from pyarrow_ops import bench_spark  # noqa: E402
+from benchmarks import spark as bench_spark  # noqa: E402
 
 QUERIES = ["k-OI", "W-OI"]
 

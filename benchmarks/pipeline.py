@@ -1,6 +1,6 @@
 """The ordered-processing paper's section 7 measurements of pipelines on this machine, printed as markdown.
 
-    python -m pyarrow_ops.bench_pipeline [--quick] [--repeat 3] [--sections reorder,partitioning,heuristics,bars]
+    python -m benchmarks.pipeline [--quick] [--repeat 3] [--sections reorder,partitioning,heuristics,bars]
 
 Every pipeline is made of the parametric operator (docs/pipeline.md) over
 ``pyarrow_ops.datasets.parametric_events``; throughput is input tuples per second of

@@ -1,6 +1,6 @@
 """The multiway aggregation paper's measurements on this machine, printed as tables.
 
-    python -m pyarrow_ops.bench_aggregate [--rows 2000000] [--inputs 1,4,20] [--repeat 2] [--threads auto]
+    python -m benchmarks.aggregate [--rows 2000000] [--inputs 1,4,20] [--repeat 2] [--threads auto]
         [--designs mq,tumlsc] [--queries k-OI,W-OI] [--peers polars,duckdb,spark] [--latency-designs tumlsc]
         [--push-designs sliced,wiml]
 
@@ -9,7 +9,7 @@
    song comments (40,000 keys), window 30 s advancing by 3 s, and w-OI, W-OI (mean kWh per meter; 20 s
    and 40 s windows advancing by 2 s, so each tuple is in 10 and 20 windows). One row per (query, inputs,
    threads): tuples/s of every design of ``po.DESIGNS`` (read at run time; "n/a" where a design rejects the
-   query with ValueError/TypeError) and of each peer of pyarrow_ops.peers (Polars, DuckDB, optionally
+   query with ValueError/TypeError) and of each peer of benchmarks.peers (Polars, DuckDB, optionally
    Spark) in its fastest formulation (every formulation is timed, the best is shown with its name; all are
    listed after the table), then the best design's rate over the best peer's, and (with ``auto`` among
    the designs) ``auto``'s rate over the best peer's and the design it chose ("chosen"). Every design's table must
@@ -40,7 +40,8 @@ import numpy as np
 import pyarrow as pa
 
 import pyarrow_ops as po
-from pyarrow_ops import _engine, peers
+from benchmarks import peers
+from pyarrow_ops import _engine
 from pyarrow_ops.datasets import smart_meter_readings, song_comments
 
 

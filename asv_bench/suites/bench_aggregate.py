@@ -1,10 +1,11 @@
 """Multiway windowed aggregation on smart meters (the paper's Table 2 queries k-OI, k-OS, and w-OI, W-OI with
 each tuple in 10 and 20 windows) per design, next to Polars and DuckDB; and the T-Gate against a scanning
-skip list. The queries are pyarrow_ops.bench_aggregate.QUERIES."""
+skip list. The queries are benchmarks.aggregate.QUERIES."""
 
 import pyarrow_ops as po
-from pyarrow_ops import _engine, peers
-from pyarrow_ops.bench_aggregate import QUERIES
+from benchmarks import peers
+from benchmarks.aggregate import QUERIES
+from pyarrow_ops import _engine
 from pyarrow_ops.datasets import smart_meter_readings
 
 ROWS = 500_000

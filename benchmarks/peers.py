@@ -564,7 +564,7 @@ def spark_aggregate_df(
     that orders ties in time like (input, position in the input)). ``schema`` is the inputs' Arrow schema: it
     gives the aggregated columns' types (floating point, signed or unsigned integer). ``sequence`` is a column
     that orders like (time, position) for first/last; by default the struct (``__t``, ``__g``). The benchmark
-    (pyarrow_ops.bench_spark) calls this on cached DataFrames so that building them is not timed.
+    (benchmarks.spark) calls this on cached DataFrames so that building them is not timed.
     """
     from pyspark.sql import functions as F
 

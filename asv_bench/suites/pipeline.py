@@ -1,11 +1,12 @@
-"""Pipelines of the ordered-processing paper's section 7 (pyarrow_ops.bench_pipeline prints the full tables):
+"""Pipelines of the ordered-processing paper's section 7 (benchmarks.pipeline prints the full tables):
 the runtime's overhead on a chain of trivial stateless operators, a partitioned parametric operator per
 partitioning scheme under skew, the reordering schemes, and the Q2-shaped pipeline's p99 latency."""
 
 import functools
 
 import pyarrow_ops as po
-from pyarrow_ops import bench_pipeline, col
+from benchmarks import pipeline as bench_pipeline
+from pyarrow_ops import col
 from pyarrow_ops.datasets import parametric_events
 from pyarrow_ops.pipeline import PARTITIONINGS, REORDERS
 

@@ -1,12 +1,16 @@
-"""Throughput measurements against peers, run side by side on the same data in one process.
+"""The merge against Polars (concat, then a stable sort by time), side by side on the same data in one process.
+
+    python -m benchmarks.merge [--rows 2000000] [--inputs 4 20] [--repeat 5] [--seed 0]
 
 The machine is shared and noisy, so what counts is the ratio between tools measured together,
-not absolute numbers. ``python -m pyarrow_ops bench`` prints these.
+not absolute numbers.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -79,3 +83,24 @@ def compare_merge(
             )
         )
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.merge", description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--inputs", type=int, nargs="+", default=[4, 20])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    print(f"merge throughput, {args.rows:,} tuples, median of {args.repeat} runs each")
+    print(f"{'inputs':>6}  {'pyarrow-ops t/s':>16}  {'polars concat+sort t/s':>22}  {'ratio':>6}  identical")
+    for r in compare_merge(rows=args.rows, inputs=args.inputs, repeat=args.repeat, seed=args.seed):
+        print(
+            f"{r.inputs:>6}  {r.engine_tuples_per_s:>16,.0f}  {r.polars_tuples_per_s:>22,.0f}  "
+            f"{r.speedup:>6.2f}  {r.identical}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,4 @@
-"""python -m pyarrow_ops.bench_aggregate as a smoke test (small sizes, no Spark), and its table check."""
+"""python -m benchmarks.aggregate as a smoke test (small sizes, no Spark), and its table check."""
 
 import subprocess
 import sys
@@ -6,7 +6,7 @@ import sys
 import pyarrow as pa
 import pytest
 
-from pyarrow_ops import bench_aggregate
+from benchmarks import aggregate as bench_aggregate
 
 
 def _section(lines: list[str], header: str) -> list[list[str]]:
@@ -18,7 +18,7 @@ def _section(lines: list[str], header: str) -> list[list[str]]:
 
 def test_smoke_run_prints_every_query_design_and_peer():
     out = subprocess.run(
-        [sys.executable, "-m", "pyarrow_ops.bench_aggregate", "--rows", "20000", "--inputs", "1,4", "--repeat", "1"],
+        [sys.executable, "-m", "benchmarks.aggregate", "--rows", "20000", "--inputs", "1,4", "--repeat", "1"],
         capture_output=True, text=True, check=True, timeout=600,
     ).stdout
     lines = out.splitlines()

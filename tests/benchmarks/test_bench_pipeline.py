@@ -1,4 +1,4 @@
-"""python -m pyarrow_ops.bench_pipeline --quick as a smoke test: every table prints, with every setting, and
+"""python -m benchmarks.pipeline --quick as a smoke test: every table prints, with every setting, and
 every workload's outputs were checked equal. No figure is judged here: timings belong to the benchmark."""
 
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from pyarrow_ops import bench_pipeline
+from benchmarks import pipeline as bench_pipeline
 from pyarrow_ops.pipeline import PARTITIONINGS, REORDERS, SCHEDULERS
 
 
@@ -25,7 +25,7 @@ def _table(lines: list[str], heading_start: str) -> tuple[list[str], list[list[s
 
 @pytest.fixture(scope="module")
 def output() -> list[str]:
-    return subprocess.run([sys.executable, "-m", "pyarrow_ops.bench_pipeline", "--quick"], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "benchmarks.pipeline", "--quick"], capture_output=True,
                           text=True, check=True, timeout=600).stdout.splitlines()
 
 

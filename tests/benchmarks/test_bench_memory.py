@@ -1,4 +1,4 @@
-"""The memory benchmark (pyarrow_ops.bench_memory) at a tiny size: it runs from the command line,
+"""The memory benchmark (benchmarks.memory) at a tiny size: it runs from the command line,
 aggregates every generated tuple (the script checks count totals itself) and reports memory."""
 
 import subprocess
@@ -7,12 +7,12 @@ import sys
 import pytest
 
 import pyarrow_ops as po
-from pyarrow_ops import bench_memory
+from benchmarks import memory as bench_memory
 
 
 def test_command_line_prints_tuples_time_and_memory():
     out = subprocess.run(
-        [sys.executable, "-m", "pyarrow_ops.bench_memory", "--tuples", "200000", "--inputs", "4",
+        [sys.executable, "-m", "benchmarks.memory", "--tuples", "200000", "--inputs", "4",
          "--design", "tumlsc"],
         capture_output=True, text=True, check=True, timeout=300,
     ).stdout.splitlines()

@@ -1,6 +1,6 @@
 """The engine inside Spark against Spark's own windowed aggregation, on Spark local[2], printed as tables.
 
-    python -m pyarrow_ops.bench_spark [--rows 2000000,10000000] [--queries k-OI,W-OI] [--repeat 3]
+    python -m benchmarks.spark [--rows 2000000,10000000] [--queries k-OI,W-OI] [--repeat 3]
         [--formulations window,explode] [--inputs 4] [--partitions N] [--plain-session] [--json PATH]
 
 The session. By default, pyarrow_ops.spark.session() (local[2], 4 GB driver, 4 shuffle partitions, the module's
@@ -10,7 +10,7 @@ Python workers are whatever ``PYSPARK_PYTHON`` names, so export it first, as a u
 raises an error naming the fix where they cannot import pyarrow_ops). The settings that bear on the run are
 printed first.
 
-What runs. For each row count, the smart-meter workload of pyarrow_ops.bench_aggregate (243 meters reporting
+What runs. For each row count, the smart-meter workload of benchmarks.aggregate (243 meters reporting
 every second through ``--inputs`` concentrators, one time-sorted table per concentrator) goes into Spark once,
 as one DataFrame per input (``createDataFrame`` of the Arrow table, ``--partitions`` partitions each, in input
 order), checkpointed to files (so that, like inputs read from files, its tasks do not carry the rows: see
@@ -22,7 +22,7 @@ every 3 s; W-OI: mean kWh per meter, 40 s every 2 s, each tuple in 20 windows):
   over ``--partitions`` Spark partitions, default the session's default parallelism; the engine runs in the
   Python workers through ``mapInArrow``);
 * ``spark-window``, ``spark-explode``: Spark's own formulations of the same query
-  (:func:`pyarrow_ops.peers.spark_aggregate_df`: ``window()`` or ``explode(sequence(...))``, then a group-by),
+  (:func:`benchmarks.peers.spark_aggregate_df`: ``window()`` or ``explode(sequence(...))``, then a group-by),
   over the union of the same input DataFrames with the time as microseconds (``unix_micros``); their shuffle
   has the session's ``spark.sql.shuffle.partitions`` (4, or 200 in a plain session), which adaptive execution
   coalesces.
@@ -79,8 +79,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 import pyarrow_ops as po
-from pyarrow_ops import peers
-from pyarrow_ops.bench_aggregate import QUERIES, Query, same_table
+from benchmarks import peers
+from benchmarks.aggregate import QUERIES, Query, same_table
 from pyarrow_ops.datasets import smart_meter_readings
 
 if TYPE_CHECKING:
@@ -228,8 +228,8 @@ def run_once(spark: SparkSession, engine: str, workload: Workload, q: Query) -> 
     sc = spark.sparkContext
     # The run's jobs in their own job group, for task_seconds; the caller's group is put back after.
     saved = {k: sc.getLocalProperty(k) for k in ("spark.jobGroup.id", "spark.job.description")}
-    group = f"pyarrow_ops.bench_spark-{os.getpid()}-{next(_groups)}"
-    sc.setJobGroup(group, f"pyarrow_ops.bench_spark {engine}")
+    group = f"benchmarks.spark-{os.getpid()}-{next(_groups)}"
+    sc.setJobGroup(group, f"benchmarks.spark {engine}")
     try:
         timer = sc.accumulator(0.0) if engine == ENGINE else None
         start = clock.perf_counter()

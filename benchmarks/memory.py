@@ -1,6 +1,6 @@
 """Memory of a long multiway aggregation: inputs generated lazily, results dropped as they come.
 
-    python -m pyarrow_ops.bench_memory --tuples 100000000 --inputs 4 --design tumlsc
+    python -m benchmarks.memory --tuples 100000000 --inputs 4 --design tumlsc
 
 Smart-meter readings: ``--meters`` meters (243 by default, the k-OI query of bench_aggregate)
 report once a second each, at their own phase, through ``--inputs`` concentrators (meter m through

@@ -1,22 +1,14 @@
-"""The Polars and DuckDB peers of aggregate() (pyarrow_ops/peers.py) against reference_aggregate.
+"""The Polars and DuckDB peers of aggregate() (benchmarks/peers.py) against reference_aggregate, without
+importing (and so without building) the engine."""
 
-peers.py is loaded from its file so that these tests do not import (and so do not build) the engine.
-"""
-
-import importlib.util
 import math
-import pathlib
 
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from reference import reference_aggregate
 
-_PEERS_PATH = pathlib.Path(__file__).resolve().parents[2] / "pyarrow_ops" / "peers.py"
-_spec = importlib.util.spec_from_file_location("_pyarrow_ops_peers", _PEERS_PATH)
-peers = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(peers)
+from benchmarks import peers  # imports neither pyarrow_ops nor its engine
 
 PEERS = [
     pytest.param(peers.polars_aggregate, formulation, id=f"polars-{formulation}")

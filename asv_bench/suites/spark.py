@@ -1,4 +1,4 @@
-"""Windowed aggregation on Spark local[2] (pyarrow_ops.bench_spark prints the full tables): the engine inside
+"""Windowed aggregation on Spark local[2] (benchmarks.spark prints the full tables): the engine inside
 Spark's mapInArrow (pyarrow_ops.spark.aggregate) against Spark's own window and explode formulations, on the
 same cached input DataFrames, each run a noop write that computes every sorted output row without collecting it.
 Skipped without PySpark or Java (the project's ``spark`` extra)."""
@@ -6,8 +6,8 @@ Skipped without PySpark or Java (the project's ``spark`` extra)."""
 import functools
 import shutil
 
-from pyarrow_ops import bench_spark  # imports pyspark only when it runs something
-from pyarrow_ops.bench_aggregate import QUERIES
+from benchmarks import spark as bench_spark  # imports pyspark only when it runs something
+from benchmarks.aggregate import QUERIES
 
 ROWS = 200_000
 INPUTS = 4
