@@ -50,3 +50,14 @@ def test_demo_shows_aggregation_pipeline_and_ratio_against_polars():
     assert "│ time" in pipeline and "spell_kwh" in pipeline
     assert re.search(r"30,000 tuples in [0-9.]+ s, [0-9.]+ M tuples/s \(best of 2\); "
                      r"the same table in every run: True", pipeline)
+
+
+def test_demo_without_the_benchmarks_package_runs_without_the_polars_comparison():
+    # An installed package has no repository beside it, so the benchmarks package (the peers' formulations) is
+    # not there; the development venv's editable install puts the repository on sys.path, hence the block.
+    script = ("import sys; sys.modules['benchmarks'] = None; from pyarrow_ops.__main__ import main; "
+              "sys.exit(main(['demo', '--rows', '30000', '--meters', '500', '--inputs', '4', '--repeat', '1']))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "skipped: it uses the peers' formulations of the repository's benchmarks package" in done.stdout
+    assert "4. Pipeline" in done.stdout and "the same table in every run: True" in done.stdout
