@@ -7,7 +7,7 @@ import atexit
 import datetime as dt
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -16,7 +16,9 @@ from pyarrow_ops.aggregates import Agg
 from pyarrow_ops.io import Input, Result, as_input_list, as_streams, conform
 from pyarrow_ops.windows import Window
 
-DESIGNS = ("auto", "mq", "mqlf", "tumlsc", "sliced", "tumlmc", "wiml")
+# The designs by name, for type checkers (design="fastest" is an error before it runs) and at run time.
+Design = Literal["auto", "mq", "mqlf", "tumlsc", "sliced", "tumlmc", "wiml"]
+DESIGNS: tuple[Design, ...] = ("auto", "mq", "mqlf", "tumlsc", "sliced", "tumlmc", "wiml")
 """``"auto"`` (the default): the design expected fastest for the query (docs/aggregate.md, "Designs").
 ``"mq"``: per-input locked queues merged by one thread (the paper's baseline); ``"mqlf"``: the
 same with lock-free queues; ``"tumlsc"``: producers merge concurrently in the T-Gate, one thread
@@ -97,7 +99,7 @@ def aggregate(
     key: str | list[str] | None = None,
     window: Window,
     aggs: Mapping[str, Agg],
-    design: str = "auto",
+    design: Design = "auto",
     threads: int | None = None,
     update_threads: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
@@ -198,7 +200,7 @@ class LiveAggregate:
     """
 
     def __init__(self, schema: pa.Schema, inputs: int, *, time: str, key: str | list[str] | None = None,
-                 window: Window, aggs: Mapping[str, Agg], design: str = "auto",
+                 window: Window, aggs: Mapping[str, Agg], design: Design = "auto",
                  update_threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
         if isinstance(inputs, bool) or not isinstance(inputs, int) or inputs < 1:
             raise ValueError(f"inputs must be a positive int, got {inputs!r}")
@@ -262,6 +264,32 @@ class LiveAggregate:
         self._result.close()
 
 
-def live_aggregate(schema: pa.Schema, inputs: int, **kwargs: Any) -> LiveAggregate:
-    """A :class:`LiveAggregate`: the push-based streaming form of :func:`aggregate`."""
-    return LiveAggregate(schema, inputs, **kwargs)
+def live_aggregate(
+    schema: pa.Schema,
+    inputs: int,
+    *,
+    time: str,
+    key: str | list[str] | None = None,
+    window: Window,
+    aggs: Mapping[str, Agg],
+    design: Design = "auto",
+    update_threads: int | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+) -> LiveAggregate:
+    """The push-based streaming form of :func:`aggregate`: a :class:`LiveAggregate` that producers
+    push record batches of ``schema`` into, per input, and a consumer iterates.
+
+    The arguments are :func:`aggregate`'s, but ``schema`` (every pushed batch's) and ``inputs`` (how
+    many inputs, 0 to ``inputs`` - 1) instead of the inputs themselves; :class:`LiveAggregate` has an
+    example with producer threads.
+
+    >>> import pyarrow as pa, pyarrow_ops as po
+    >>> schema = pa.schema([("t", pa.int64()), ("k", pa.int64())])
+    >>> live = po.live_aggregate(schema, 1, time="t", key="k", window=po.tumbling(10), aggs={"n": po.count()})
+    >>> live.push(0, pa.record_batch({"t": [1, 2, 12], "k": [7, 7, 7]}, schema=schema))
+    >>> live.close(0)
+    >>> [(r["window_start"], r["k"], r["n"]) for b in live for r in b.to_pylist()]
+    [(0, 7, 2), (10, 7, 1)]
+    """
+    return LiveAggregate(schema, inputs, time=time, key=key, window=window, aggs=aggs, design=design,
+                         update_threads=update_threads, batch_size=batch_size)
