@@ -7,7 +7,7 @@ import datetime as dt
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -18,15 +18,19 @@ from pyarrow_ops.expr import Expr, col
 from pyarrow_ops.io import Input, Result, as_input_list, as_streams, conform
 from pyarrow_ops.windows import Window, _in_units
 
-SCHEDULERS = ("ct", "lp", "et", "qst")
+# Each option's names as a Literal (for type checkers) and as a tuple (checked at run time).
+Scheduler = Literal["ct", "lp", "et", "qst"]
+SCHEDULERS: tuple[Scheduler, ...] = ("ct", "lp", "et", "qst")
 """Scheduling heuristics (ordered-processing paper, section 6): ``"ct"`` (the default) runs the
 operator with the least normalised throughput in the current window; ``"lp"`` the last operator
 with work; ``"et"`` the one with the most estimated work per worker; ``"qst"`` the earliest whose
 output queue is under its share of the capacity."""
-REORDERS = ("nonblocking", "locked")
+Reorder = Literal["nonblocking", "locked"]
+REORDERS: tuple[Reorder, ...] = ("nonblocking", "locked")
 """How outputs of concurrent workers are put back in order: ``"nonblocking"`` (the default) never
 makes a worker wait for another; ``"locked"`` is the mutex baseline."""
-PARTITIONINGS = ("hybrid", "partitioned", "shared")
+Partitioning = Literal["hybrid", "partitioned", "shared"]
+PARTITIONINGS: tuple[Partitioning, ...] = ("hybrid", "partitioned", "shared")
 """How partitioned operators share work: ``"hybrid"`` (the default; per-partition queues plus a
 master queue, work delegated to the partition's active worker), ``"partitioned"`` (a queue per
 partition), ``"shared"`` (one queue, key locks)."""
@@ -237,8 +241,8 @@ class Pipeline:
             lines.append(f"{i} {op['name']}  {kind}  selectivity: {op['selectivity']}  parallelism: {par}")
         return "\n".join(lines)
 
-    def run(self, threads: int | None = None, scheduler: str = "ct", reorder: str = "nonblocking",
-            partitioning: str = "hybrid", *, morsel: int | None = None, partitions: int | None = None,
+    def run(self, threads: int | None = None, scheduler: Scheduler = "ct", reorder: Reorder = "nonblocking",
+            partitioning: Partitioning = "hybrid", *, morsel: int | None = None, partitions: int | None = None,
             reorder_capacity: int | None = None, max_inflight: int | None = None, slice_us: int | None = None,
             batch_size: int = 65536, rate: float = 0.0) -> PipelineResult:
         """Runs the pipeline; returns a :class:`PipelineResult` (read it once, like any Result).
