@@ -82,6 +82,7 @@ import pyarrow_ops as po
 from benchmarks import peers
 from benchmarks.aggregate import QUERIES, Query, same_table
 from pyarrow_ops.datasets import smart_meter_readings
+from pyarrow_ops.spark.session import settings_in_force
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -161,30 +162,23 @@ def prepare(spark: SparkSession, rows: int, inputs: int, partitions: int | None 
     tables = meter_tables(rows, inputs)
     checkpoints = tempfile.mkdtemp(prefix="bench_spark-")
     spark.sparkContext.setCheckpointDir(checkpoints)
-    setting = "spark.sql.execution.arrow.maxRecordsPerBatch"
-    saved = spark.conf.get(setting, None)
     frames = []
-    try:
-        for table in tables:
-            # createDataFrame(pa.Table) makes one partition per Arrow batch of at most this many rows: with
-            # the default 10,000, an input of 2.5M rows would be 250 partitions, and every run would pay for
-            # a thousand tasks that real inputs (files of ~128 MB) do not have.
-            # One chunk, so that the batches are cut at this size only (and none is empty: PySpark 4.3 drops
-            # every row after an empty batch, see peers._to_spark).
-            spark.conf.set(setting, str(max(1, -(-table.num_rows // partitions))))
+    for table in tables:
+        # createDataFrame(pa.Table) makes one partition per Arrow batch of at most this many rows: with
+        # the default 10,000, an input of 2.5M rows would be 250 partitions, and every run would pay for
+        # a thousand tasks that real inputs (files of ~128 MB) do not have.
+        # One chunk, so that the batches are cut at this size only (and none is empty: PySpark 4.3 drops
+        # every row after an empty batch, see peers._to_spark). The setting also sizes the batches
+        # mapInArrow hands the engine, so it is back as it was afterwards.
+        batch = {"spark.sql.execution.arrow.maxRecordsPerBatch": str(max(1, -(-table.num_rows // partitions)))}
+        with settings_in_force(spark, batch):
             # A DataFrame created from local rows keeps them in its plan, and every task over it, the cache's
             # included, carries its partition's rows: measured at 2M tuples in a plain session, every run of
             # every engine paid about 2 s of driver planning and 1.5 s of task deserialization for them, which
             # inputs read from files do not. A checkpoint (files, in order) cuts that lineage.
             df = spark.createDataFrame(table.combine_chunks()).checkpoint(eager=True).cache()
             df.count()
-            frames.append(df)
-    finally:
-        # It also sizes the batches mapInArrow hands the engine: back as it was, set or not.
-        if saved is None:
-            spark.conf.unset(setting)
-        else:
-            spark.conf.set(setting, saved)
+        frames.append(df)
     return Workload(tables, frames, partitions, checkpoints)
 
 
@@ -281,17 +275,8 @@ def collect(df: DataFrame, where: str) -> pa.Table:
 
     import pyarrow.parquet as pq
 
-    spark = df.sparkSession
-    setting = "spark.sql.parquet.outputTimestampType"
-    saved = spark.conf.get(setting, None)
-    spark.conf.set(setting, "TIMESTAMP_MICROS")
-    try:
+    with settings_in_force(df.sparkSession, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}):
         df.write.mode("overwrite").parquet(where)
-    finally:
-        if saved is None:
-            spark.conf.unset(setting)
-        else:
-            spark.conf.set(setting, saved)
     files = sorted(glob.glob(os.path.join(where, "part-*.parquet")))
     return pa.concat_tables([pq.read_table(f) for f in files])
 
@@ -300,8 +285,6 @@ def check_equal(engines: Sequence[str], workload: Workload, q: Query) -> int:
     """Collects every engine's result (untimed, through Parquet files: :func:`collect`) and checks each
     equals the first's, row for row in order: exactly, but the floating-point aggregate within a relative
     1e-9. Returns the number of output rows."""
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="bench_spark-") as tmp:
         reference = collect(plan(engines[0], workload, q), os.path.join(tmp, "0"))
         if reference.num_rows == 0:

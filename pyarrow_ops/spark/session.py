@@ -8,7 +8,7 @@ import contextlib
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pyspark is an optional dependency (the "spark" extra)
@@ -27,19 +27,12 @@ ARROW_SETTINGS = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)}
 
 
 @contextlib.contextmanager
-def arrow_settings(spark: SparkSession) -> Iterator[SparkSession]:
-    """``ARROW_SETTINGS`` in force on ``spark`` for the ``with`` block, then each setting back as it was
-    (its earlier value, or unset).
-
-    Spark reads them when an action runs, so wrap the action: ``with ps.arrow_settings(spark):
-    out.write.parquet(path)``. :func:`aggregate` and :func:`run` do this themselves for the job that
-    runs the engine when they sort their result (the default with a key); the block is for a result
-    computed later (``ordered=False``, a split by time) and for your own ``mapInArrow`` with the
-    factories below. The settings are the session's while the block runs, so other threads using the
-    same session see them too.
-    """
-    saved = {name: spark.conf.get(name, None) for name in ARROW_SETTINGS}  # None: not set in the session
-    for name, value in ARROW_SETTINGS.items():
+def settings_in_force(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[SparkSession]:
+    """``settings`` in force on ``spark`` for the ``with`` block, then each back as it was (its earlier
+    value, or unset). They are the session's while the block runs, so other threads using the same
+    session see them too."""
+    saved = {name: spark.conf.get(name, None) for name in settings}  # None: not set in the session
+    for name, value in settings.items():
         spark.conf.set(name, value)
     try:
         yield spark
@@ -49,6 +42,19 @@ def arrow_settings(spark: SparkSession) -> Iterator[SparkSession]:
                 spark.conf.unset(name)
             else:
                 spark.conf.set(name, value)
+
+
+def arrow_settings(spark: SparkSession) -> contextlib.AbstractContextManager[SparkSession]:
+    """``ARROW_SETTINGS`` in force on ``spark`` for the ``with`` block, then each setting back as it was
+    (:func:`settings_in_force`).
+
+    Spark reads them when an action runs, so wrap the action: ``with ps.arrow_settings(spark):
+    out.write.parquet(path)``. :func:`aggregate` and :func:`run` do this themselves for the job that
+    runs the engine when they sort their result (the default with a key); the block is for a result
+    computed later (``ordered=False``, a split by time) and for your own ``mapInArrow`` with the
+    factories below.
+    """
+    return settings_in_force(spark, ARROW_SETTINGS)
 
 
 def _has_arrow_settings(spark: SparkSession) -> bool:
