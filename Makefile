@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 # setuptools and wheel: with --no-build-isolation, sdists among the dependencies (PyPI serves pyspark as
 # one) are built in this venv, so it needs their build backend.
 	$(PY) -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.4" cmake ninja setuptools wheel
-	$(PY) -m pip install -q --no-build-isolation -Ceditable.rebuild=true -Ceditable.verbose=false -e '.[test,bench,spark]'
+	$(PY) -m pip install -q --no-build-isolation -Ceditable.rebuild=true -Ceditable.verbose=false -Ccmake.define.PYARROW_OPS_TESTING=ON -e '.[test,bench,spark]'
 	touch $@
 
 cpp-test: install

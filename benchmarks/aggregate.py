@@ -41,7 +41,7 @@ import pyarrow as pa
 
 import pyarrow_ops as po
 from benchmarks import peers
-from pyarrow_ops import _engine
+from pyarrow_ops import _engine, _testing
 from pyarrow_ops.datasets import smart_meter_readings, song_comments
 
 
@@ -113,7 +113,7 @@ def gate_table(rows: int, inputs: list[int], repeat: int) -> None:
     for k in inputs:
         rates = {}
         for scan in (False, True):
-            secs = [_engine.benchmark_gate(k, rows, scan, 2, 1024)[0] for _ in range(repeat)]
+            secs = [_testing.benchmark_gate(k, rows, scan, 2, 1024)[0] for _ in range(repeat)]
             rates[scan] = rows / min(secs) / 1e6
         print(f"{k:>6} {rates[False]:>8.2f} {rates[True]:>8.2f} {rates[False] / rates[True]:>6.2f}")
 
@@ -249,6 +249,11 @@ def query_table(rows: int, inputs: list[int], repeat: int, *, designs: list[str]
 
 def _native_aggregate(streams, k: int, q: Query, design: str, threads: int | None, rate: float):
     """_engine.aggregate with per-window-set latencies recorded (what po.aggregate does not ask for)."""
+    if hasattr(_engine, "AggregateOptions"):  # the typed boundary
+        aggs = [_engine.AggSpec(q.function, _engine.AggFunction[q.function], q.column or "")]
+        query = _engine.AggregateQuery("time", [q.key], _engine.WindowSpec(q.size_ms, q.advance_ms, 0), aggs)
+        options = _engine.AggregateOptions(query, threads=threads or 0, flush_each_window=True, rate=rate)
+        return _engine.aggregate(streams, options, None if design == "auto" else _engine.Design[design])
     head = [streams, None, k, "time", [q.key], q.size_ms, q.advance_ms, 0,
             [(q.function, q.function, q.column or "")], design, threads or 0]
     tail = [65536, True, rate]

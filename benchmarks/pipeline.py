@@ -3,11 +3,11 @@
     python -m benchmarks.pipeline [--quick] [--repeat 3] [--sections reorder,partitioning,heuristics,bars]
 
 Every pipeline is made of the parametric operator (docs/pipeline.md) over
-``pyarrow_ops.datasets.parametric_events``; throughput is input tuples per second of
+``parametric_events`` (below); throughput is input tuples per second of
 ``Pipeline.run(...).to_arrow()`` timed with ``time.perf_counter``, the best of ``--repeat`` runs.
 Latency is ``PipelineResult.stats()["latencies_ns"]`` (per result batch: from the first operator
 starting on its input to its arrival at the output) of one run whose input is cut into batches of
-``LATENCY_BATCH`` rows and paced (``run(rate=...)``) at half of the maximum throughput measured on
+``LATENCY_BATCH`` rows and paced (``run(experiment=po.Experiment(rate=...))``) at half of the maximum throughput measured on
 that same small-batch input; the first 10 % of the batches are dropped as warm-up, as the paper does.
 
 1. Reordering (Figures 12, 13): non-blocking against locked reordering, 1 and 2 workers, for one light
@@ -40,8 +40,32 @@ import pyarrow.compute as pc
 
 import pyarrow_ops as po
 from pyarrow_ops import col
-from pyarrow_ops.datasets import parametric_events
 from pyarrow_ops.pipeline import PARTITIONINGS, REORDERS, SCHEDULERS
+
+
+def parametric_events(*, rows: int = 1_000_000, keys: int = 1000, sigma: float | None = None, inputs: int = 1,
+                      seed: int = 0) -> list[pa.Table]:
+    """Tuples for the parametric operator's experiments (ordered-processing paper, section 7).
+
+    Columns ``ts`` (int64, microseconds, strictly increasing over all inputs), ``key`` (int64 in
+    ``[0, keys)``) and ``value`` (float64). Keys are uniform, or with ``sigma`` drawn from a
+    Gaussian N(0, sigma) over [-1, 1] scaled onto the key range (smaller sigma: more skew, as in
+    the paper's Figure 9). Tuple ``i`` goes to input ``i % inputs``.
+
+    >>> t = parametric_events(rows=4, keys=10, seed=1)[0]
+    >>> t.column_names, t.num_rows
+    (['ts', 'key', 'value'], 4)
+    """
+    rng = np.random.default_rng(seed)
+    if sigma is None:
+        key = rng.integers(0, keys, rows)
+    else:
+        draws = np.clip(rng.normal(0.0, sigma, rows), -1.0, 1.0)
+        key = np.minimum(((draws + 1.0) / 2.0 * keys).astype(np.int64), keys - 1)
+    ts = np.arange(rows, dtype=np.int64)
+    value = rng.random(rows)
+    return [pa.table({"ts": ts[i::inputs], "key": key[i::inputs], "value": value[i::inputs]}) for i in range(inputs)]
+
 
 THREADS = (1, 2)
 KEYS = 100  # distinct keys: few enough that a small sigma piles the tuples on a handful of them
@@ -165,7 +189,7 @@ def paced_latency(source: pa.Table, build: Build, repeat: int, equal: Equal, set
     """Maximum throughput of the small-batch input, then one run paced at half of it: p50 and p99."""
     small = small_batches(source)
     top = throughput(small, build, repeat, equal, setting, **options)
-    result = build(po.Pipeline(small, time="ts")).run(rate=top / 2, **options)
+    result = build(po.Pipeline(small, time="ts")).run(experiment=po.Experiment(rate=top / 2), **options)
     equal.check(f"{setting} paced", result.to_arrow())
     lat = np.asarray(result.stats()["latencies_ns"], dtype=np.float64)
     lat = lat[int(len(lat) * WARMUP_SHARE):] / 1e3
@@ -205,18 +229,18 @@ def verdict(ok: bool) -> str:
 # 1. Reordering.
 def reorder_workloads(sizes: Sizes) -> list[tuple[str, int, Build]]:
     def light(p: po.Pipeline) -> po.Pipeline:
-        return p.parametric("stateless", cost_us=20)
+        return p.experimental_parametric("stateless", cost_us=20)
 
     def chain(p: po.Pipeline) -> po.Pipeline:
         for _ in range(3):
-            p = p.parametric("stateless", cost_us=20)
+            p = p.experimental_parametric("stateless", cost_us=20)
         return p
 
     def selective(p: po.Pipeline) -> po.Pipeline:
-        return p.parametric("stateless", cost_us=20, selectivity=0.5).parametric("partitioned", cost_us=20, key="key")
+        return p.experimental_parametric("stateless", cost_us=20, selectivity=0.5).experimental_parametric("partitioned", cost_us=20, key="key")
 
     def fanout(p: po.Pipeline) -> po.Pipeline:
-        return p.parametric("stateless", cost_us=100, selectivity=50).parametric("partitioned", cost_us=2, key="key")
+        return p.experimental_parametric("stateless", cost_us=100, selectivity=50).experimental_parametric("partitioned", cost_us=2, key="key")
 
     return [
         ("SL 20us", sizes.reorder_light, light),
@@ -252,7 +276,7 @@ def reorder_section(sizes: Sizes, repeat: int) -> dict:
 
 # 2. Partitioning.
 def partitioned_op(cost_us: float) -> Build:
-    return lambda p: p.parametric("partitioned", cost_us=cost_us, key="key")
+    return lambda p: p.experimental_parametric("partitioned", cost_us=cost_us, key="key")
 
 
 def heaviest_key_share(source: pa.Table) -> float:
@@ -306,7 +330,7 @@ def query_build(shape: tuple[str, ...]) -> Build:
     def build(p: po.Pipeline) -> po.Pipeline:
         for op in shape:
             key = "key" if op == "PS" else None
-            p = p.parametric(KINDS[op], cost_us=COSTS[op], key=key)
+            p = p.experimental_parametric(KINDS[op], cost_us=COSTS[op], key=key)
         return p
 
     return build
@@ -346,7 +370,7 @@ def speedup_bars(sizes: Sizes, repeat: int) -> list[list[str]]:
     source = events(sizes.bar_speedup)
     rows = []
     for name, build, options in (
-        (f"stateless {BAR_COST_US:g} us", lambda p: p.parametric("stateless", cost_us=BAR_COST_US), {}),
+        (f"stateless {BAR_COST_US:g} us", lambda p: p.experimental_parametric("stateless", cost_us=BAR_COST_US), {}),
         (f"hybrid partitioned {BAR_COST_US:g} us", partitioned_op(BAR_COST_US), {"partitioning": "hybrid"}),
     ):
         equal = Equal(name)

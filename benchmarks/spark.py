@@ -47,7 +47,7 @@ How to read the table (one per row count):
   about 2 x wall. Where the status store cannot be read (it is reached through PySpark's private JVM handle),
   the column shows the bound ``<=cores x wall`` instead, marked ``<=``.
 * ``python s``: seconds the Python workers spend in the engine's work (splitting a partition by input and
-  aggregating), summed over tasks: the ``timer=`` accumulator of :func:`pyarrow_ops.spark.aggregate`. It
+  aggregating), summed over tasks: the ``po.Experiment(worker_seconds=...)`` accumulator of :func:`pyarrow_ops.spark.aggregate`. It
   leaves out moving batches between the JVM and Python. Spark's formulations run no Python ("-"). The
   result's final sort samples its input in a job of its own; pyarrow_ops.spark computes its window rows
   when the plan is built (an eager local checkpoint, under its Arrow settings) and the sort reads them, so the
@@ -196,7 +196,7 @@ def plan(engine: str, workload: Workload, q: Query, timer: Any = None) -> DataFr
         # Timedeltas, not ints: Spark hands the engine microsecond timestamps, not the tables' milliseconds.
         window = po.sliding(dt.timedelta(milliseconds=q.size_ms), dt.timedelta(milliseconds=q.advance_ms))
         return ps.aggregate(workload.frames, time="time", key=q.key, window=window, aggs=_engine_aggs(q),
-                            partitions=workload.partitions, timer=timer)
+                            partitions=workload.partitions, experiment=po.Experiment(worker_seconds=timer))
     formulation = engine.removeprefix("spark-")
     union = workload.frames[0]
     for df in workload.frames[1:]:

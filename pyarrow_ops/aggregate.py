@@ -13,6 +13,8 @@ import pyarrow as pa
 
 from pyarrow_ops import _engine
 from pyarrow_ops.aggregates import Agg
+from pyarrow_ops.experiment import NONE as NO_EXPERIMENT
+from pyarrow_ops.experiment import Experiment
 from pyarrow_ops.io import Input, Result, as_input_list, as_streams, conform
 from pyarrow_ops.windows import Window
 
@@ -41,6 +43,8 @@ def _keys(key: str | list[str] | tuple[str, ...] | None) -> list[str]:
 
 
 def _aggs(aggs: Mapping[str, Agg]) -> list[tuple[str, str, str]]:
+    """The checked aggregates as plain (output name, function, column) values: what a pipeline's
+    steps hold (they are pickled to Spark's workers); _agg_specs makes the engine's specs."""
     if not isinstance(aggs, Mapping) or not aggs:
         raise TypeError("aggs must be a non-empty dict of output name -> aggregate, e.g. {'n': po.count()}")
     out = []
@@ -49,6 +53,20 @@ def _aggs(aggs: Mapping[str, Agg]) -> list[tuple[str, str, str]]:
             raise TypeError(f"aggs[{name!r}] must be an aggregate such as po.count() or po.mean('x'), got {agg!r}")
         out.append((name, agg.function, agg.column or ""))
     return out
+
+
+def _agg_specs(aggs: list[tuple[str, str, str]]) -> list[_engine.AggSpec]:
+    return [_engine.AggSpec(name, _engine.AggFunction[function], column) for name, function, column in aggs]
+
+
+def _design(design: Design) -> _engine.Design | None:
+    """The engine's design; None for "auto" (the engine chooses once it sees the schema)."""
+    return None if design == "auto" else _engine.Design[design]
+
+
+def _query(time: str, keys: list[str], window: Window, aggs: list[tuple[str, str, str]],
+           time_type: pa.DataType) -> _engine.AggregateQuery:
+    return _engine.AggregateQuery(time, keys, _engine.WindowSpec(*window.resolve(time_type)), _agg_specs(aggs))
 
 
 def _check(design: str, threads: int | None, batch_size: int, window: Window,
@@ -103,7 +121,7 @@ def aggregate(
     threads: int | None = None,
     update_threads: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
-    rate: float = 0.0,
+    experiment: Experiment = NO_EXPERIMENT,
 ) -> AggregateResult:
     """Aggregates time-sorted inputs over time windows, per key, deterministically.
 
@@ -125,7 +143,7 @@ def aggregate(
             default min(inputs, cores).
         update_threads: ``"tumlmc"`` only: threads updating windows; default: cores.
         batch_size: rows per result batch.
-        rate: for benchmarks: total tuples per second the readers pace themselves to (0: no limit).
+        experiment: for benchmarks: a :class:`pyarrow_ops.Experiment` (pacing); changes no result.
 
     Returns:
         An :class:`AggregateResult` with columns ``window_start``, ``window_end``, the key columns
@@ -144,6 +162,8 @@ def aggregate(
     if not isinstance(time, str):
         raise TypeError(f"time must be a column name (str), got {type(time).__name__}")
     _check(design, threads, batch_size, window, update_threads)
+    if not isinstance(experiment, Experiment):
+        raise TypeError(f"experiment must be a pyarrow_ops.Experiment, got {type(experiment).__name__}")
     keys, agg_list = _keys(key), _aggs(aggs)
     items = as_input_list(inputs)
     streams: list[_engine.Stream] = []
@@ -155,10 +175,10 @@ def aggregate(
         if time not in schema.names:
             raise _engine.InvalidInputError(
                 f"time column '{time}' not found in input 0; its columns are: {', '.join(schema.names)}")
-        size, advance, offset = window.resolve(schema.field(time).type)
-        native, handle = _engine.aggregate(
-            streams, None, len(streams), time, keys, size, advance, offset, agg_list, design,
-            threads or 0, update_threads or 0, batch_size, False, float(rate))
+        options = _engine.AggregateOptions(
+            _query(time, keys, window, agg_list, schema.field(time).type), threads=threads or 0,
+            update_threads=update_threads or 0, batch_size=batch_size, rate=float(experiment.rate))
+        native, handle = _engine.aggregate(streams, options, _design(design))
         return AggregateResult(native, handle)
     finally:
         for stream in streams:
@@ -212,10 +232,11 @@ class LiveAggregate:
         self.schema = schema
         self.inputs = inputs
         self._time_type = schema.field(time).type
-        size, advance, offset = window.resolve(self._time_type)
+        options = _engine.AggregateOptions(
+            _query(time, _keys(key), window, _aggs(aggs), self._time_type), update_threads=update_threads or 0,
+            batch_size=batch_size, flush_each_window=True)
         native, self._handle = _engine.aggregate(
-            [], schema.__arrow_c_schema__(), inputs, time, _keys(key), size, advance, offset, _aggs(aggs), design, 0,
-            update_threads or 0, batch_size, True, 0.0)
+            [], options, _design(design), schema=schema.__arrow_c_schema__(), push_inputs=inputs)
         self._result = AggregateResult(native, self._handle)
 
     def _input(self, input: int) -> int:

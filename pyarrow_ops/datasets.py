@@ -204,27 +204,3 @@ def song_comments(
             )
         )
     return tables
-
-
-def parametric_events(*, rows: int = 1_000_000, keys: int = 1000, sigma: float | None = None, inputs: int = 1,
-                      seed: int = 0) -> list[pa.Table]:
-    """Tuples for the parametric operator's experiments (ordered-processing paper, section 7).
-
-    Columns ``ts`` (int64, microseconds, strictly increasing over all inputs), ``key`` (int64 in
-    ``[0, keys)``) and ``value`` (float64). Keys are uniform, or with ``sigma`` drawn from a
-    Gaussian N(0, sigma) over [-1, 1] scaled onto the key range (smaller sigma: more skew, as in
-    the paper's Figure 9). Tuple ``i`` goes to input ``i % inputs``.
-
-    >>> t = parametric_events(rows=4, keys=10, seed=1)[0]
-    >>> t.column_names, t.num_rows
-    (['ts', 'key', 'value'], 4)
-    """
-    rng = np.random.default_rng(seed)
-    if sigma is None:
-        key = rng.integers(0, keys, rows)
-    else:
-        draws = np.clip(rng.normal(0.0, sigma, rows), -1.0, 1.0)
-        key = np.minimum(((draws + 1.0) / 2.0 * keys).astype(np.int64), keys - 1)
-    ts = np.arange(rows, dtype=np.int64)
-    value = rng.random(rows)
-    return [pa.table({"ts": ts[i::inputs], "key": key[i::inputs], "value": value[i::inputs]}) for i in range(inputs)]

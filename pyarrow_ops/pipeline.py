@@ -6,14 +6,17 @@ from __future__ import annotations
 import datetime as dt
 import queue
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
 
 from pyarrow_ops import _engine
-from pyarrow_ops.aggregate import _aggs, _keys
+from pyarrow_ops.aggregate import _agg_specs, _aggs, _keys
 from pyarrow_ops.aggregates import Agg
+from pyarrow_ops.experiment import NONE as NO_EXPERIMENT
+from pyarrow_ops.experiment import Experiment
 from pyarrow_ops.expr import Expr, col
 from pyarrow_ops.io import Input, Result, as_input_list, as_streams, conform
 from pyarrow_ops.windows import Window, _in_units
@@ -58,6 +61,17 @@ def _expr(value: Any, what: str) -> Expr:
     raise TypeError(f"{what} must be an expression such as col('x') > 3, got {type(value).__name__}")
 
 
+@dataclass(frozen=True)
+class Step:
+    """One operator of a pipeline as written: the :class:`Pipeline` method's name and its checked
+    arguments (lengths still as given, ints or timedeltas). :attr:`Pipeline.steps` is the
+    pipeline's plan as data, which planners (``pyarrow_ops.spark`` forms its stages from it) read
+    and rewrite; :meth:`Pipeline.from_steps` builds a pipeline back from steps."""
+
+    name: str
+    args: tuple[Any, ...]
+
+
 class Pipeline:
     """A chain of operators over one or several time-sorted inputs.
 
@@ -83,12 +97,34 @@ class Pipeline:
             if isinstance(item, LiveInput):
                 item._label = f"live input {index}"  # errors name the input as the merge does
         self._time = time
-        self._ops: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+        self._steps: tuple[Step, ...] = ()
         self._last: PipelineResult | None = None
 
+    @classmethod
+    def from_steps(cls, steps: Iterable[Step], *, time: str, inputs: Input | Iterable[Input] = ()) -> Pipeline:
+        """A pipeline of ``steps`` (as :attr:`steps` gives them) over ``inputs`` (none: only
+        :meth:`plan` with a schema, or :meth:`with_inputs` later)."""
+        p = cls.__new__(cls)
+        p._inputs, p._time, p._steps, p._last = as_input_list(inputs), time, tuple(steps), None
+        return p
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """The operators, in order, as :class:`Step` values."""
+        return self._steps
+
+    @property
+    def time(self) -> str:
+        """The time column."""
+        return self._time
+
+    def with_inputs(self, inputs: Input | Iterable[Input]) -> Pipeline:
+        """The same operators over other inputs."""
+        return Pipeline.from_steps(self._steps, time=self._time, inputs=inputs)
+
     def _add(self, name: str, *args: Any) -> Pipeline:
-        p = Pipeline.__new__(Pipeline)
-        p._inputs, p._time, p._ops, p._last = self._inputs, self._time, (*self._ops, (name, args)), None
+        p = Pipeline.from_steps((*self._steps, Step(name, args)), time=self._time)
+        p._inputs = self._inputs
         return p
 
     # Stateless operators.
@@ -174,10 +210,11 @@ class Pipeline:
             raise ValueError(f"k must be a positive int, got {k!r}")
         return self._add("top_k", k, by, per, bool(descending))
 
-    def parametric(self, kind: str = "stateless", cost_us: float = 10.0, selectivity: float = 1.0,
-                   state_bytes: int = 0, key: str | list[str] | None = None) -> Pipeline:
-        """The experiments' operator (docs/pipeline.md): spins ``cost_us`` per tuple and adds
-        ``p_state``, an order-sensitive hash."""
+    def experimental_parametric(self, kind: str = "stateless", cost_us: float = 10.0, selectivity: float = 1.0,
+                                state_bytes: int = 0, key: str | list[str] | None = None) -> Pipeline:
+        """The ordered-processing paper's synthetic operator, for experiments and benchmarks
+        (docs/pipeline.md): spins ``cost_us`` per tuple and adds ``p_state``, an order-sensitive
+        hash. Experimental: not for applications, and it may change."""
         if kind not in ("stateless", "partitioned", "stateful"):
             raise ValueError(f"kind must be 'stateless', 'partitioned' or 'stateful', got {kind!r}")
         if kind == "partitioned" and key is None:
@@ -185,28 +222,16 @@ class Pipeline:
         return self._add("parametric", kind, _keys(key), float(cost_us), float(selectivity), int(state_bytes))
 
     # Planning and running.
-    def _specs(self, time_type: pa.DataType) -> list[tuple[Any, ...]]:
-        specs: list[tuple[Any, ...]] = []
-        for name, args in self._ops:
-            if name == "filter":
-                specs.append((name, args[0]._to_ir()))
-            elif name in ("select", "with_columns"):
-                specs.append((name, [(n, e._to_ir()) for n, e in args[0]]))
-            elif name == "sessionize":
-                specs.append((name, args[0], _in_units(args[1], "gap", time_type), args[2]))
-            elif name == "dedupe":
-                within = None if args[1] is None else _in_units(args[1], "within", time_type)
-                specs.append((name, args[0], within))
-            elif name == "pairs":
-                specs.append((name, args[0], args[1], _in_units(args[2], "gap", time_type)))
-            elif name == "window_aggregate":
-                size, advance, offset = args[1].resolve(time_type)
-                specs.append((name, args[0], size, advance, offset, args[2]))
-            else:
-                specs.append((name, *args))
-        return specs
+    def _specs(self, time_type: pa.DataType) -> list[Any]:
+        """The steps as the engine's typed operator specs, lengths in the time column's unit."""
+        return [_spec(step, time_type) for step in self._steps]
 
-    def _schema(self) -> pa.Schema:
+    @property
+    def input_schema(self) -> pa.Schema:
+        """The first input's schema (inputs whose schema is known without reading them: tables,
+        readers, live inputs, objects with ``__arrow_c_schema__``)."""
+        if not self._inputs:
+            raise _engine.UsageError("the pipeline has no inputs; pass a schema to plan(), or use with_inputs()")
         first = self._inputs[0]
         if isinstance(first, (pa.Table, pa.RecordBatch, pa.RecordBatchReader, LiveInput)):
             return first.schema
@@ -220,11 +245,16 @@ class Pipeline:
                 f"time column '{self._time}' not found in input 0; its columns are: {', '.join(schema.names)}")
         return schema.field(self._time).type
 
-    def plan(self) -> list[dict[str, Any]]:
-        """The operators as the engine sees them: name, description, kind, selectivity, keys,
-        max_parallelism (None: every worker) and output_schema."""
-        schema = self._schema()
-        return _engine.plan(schema, self._time, self._specs(self._time_type(schema)))
+    def plan(self, schema: pa.Schema | None = None, *, carry: str | None = None) -> list[dict[str, Any]]:
+        """The operators as the engine sees them over inputs of ``schema`` (default:
+        :attr:`input_schema`): name, description, kind, selectivity, keys, max_parallelism (None:
+        every worker) and output_schema. With ``carry`` (an int64 column of ``schema``), every
+        operator keeps that column, as ``pyarrow_ops.spark`` runs its stages."""
+        schema = self.input_schema if schema is None else schema
+        # Without the time column (a later Spark stage after an operator dropped it) lengths
+        # resolve as ints; an operator that needs the column still says so.
+        time_type = self._time_type(schema) if carry is None or self._time in schema.names else pa.int64()
+        return _engine.plan(schema.__arrow_c_schema__(), self._time, self._specs(time_type), carry or "")
 
     def explain(self) -> str:
         """One line per operator: its kind, keys, selectivity class and maximum parallelism.
@@ -244,7 +274,7 @@ class Pipeline:
     def run(self, threads: int | None = None, scheduler: Scheduler = "ct", reorder: Reorder = "nonblocking",
             partitioning: Partitioning = "hybrid", *, morsel: int | None = None, partitions: int | None = None,
             reorder_capacity: int | None = None, max_inflight: int | None = None, slice_us: int | None = None,
-            batch_size: int = 65536, rate: float = 0.0) -> PipelineResult:
+            batch_size: int = 65536, experiment: Experiment = NO_EXPERIMENT) -> PipelineResult:
         """Runs the pipeline; returns a :class:`PipelineResult` (read it once, like any Result).
 
         Every combination of the options gives the identical result; they change only speed.
@@ -260,7 +290,8 @@ class Pipeline:
             max_inflight: morsels alive at once before reading more input.
             slice_us: microseconds a worker stays on one operator before rescheduling.
             batch_size: rows per batch when several inputs are merged.
-            rate: for benchmarks: input tuples per second to pace reading to (0: no limit).
+            experiment: for benchmarks: a :class:`pyarrow_ops.Experiment` (pacing); changes no
+                result.
         """
         for name, value, allowed in (("scheduler", scheduler, SCHEDULERS), ("reorder", reorder, REORDERS),
                                      ("partitioning", partitioning, PARTITIONINGS)):
@@ -271,12 +302,18 @@ class Pipeline:
                             ("slice_us", slice_us)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive int or None, got {value!r}")
-        options = (threads or 0, scheduler, reorder, partitioning, partitions or 0, morsel or 0,
-                   reorder_capacity or 0, max_inflight or 0, slice_us or 0, batch_size, float(rate))
-        self._last = self._start(options)
+        if not isinstance(experiment, Experiment):
+            raise TypeError(f"experiment must be a pyarrow_ops.Experiment, got {type(experiment).__name__}")
+        options = _engine.PipelineOptions(
+            threads=threads or 0, scheduler=_engine.Scheduler[scheduler], reorder=_engine.Reorder[reorder],
+            partitioning=_engine.Partitioning[partitioning], partitions=partitions or 0, morsel_rows=morsel or 0,
+            reorder_capacity=reorder_capacity or 0, max_inflight=max_inflight or 0, slice_us=slice_us or 0,
+            rate=float(experiment.rate))
+        self._last = self._start(options, batch_size)
         return self._last
 
-    def _start(self, options: tuple[Any, ...], *, merge: bool = True, carry: str = "") -> PipelineResult:
+    def _start(self, options: _engine.PipelineOptions, batch_size: int = 65536, *, merge: bool = True,
+               carry: str = "") -> PipelineResult:
         # merge=False, carry: see _engine.run_pipeline; pyarrow_ops.spark runs stages this way.
         streams: list[_engine.Stream] = []
         try:
@@ -286,7 +323,7 @@ class Pipeline:
             # like a window_aggregate; an operator that needs it still says so.
             time_type = self._time_type(schema) if merge or self._time in schema.names else pa.int64()
             specs = self._specs(time_type)
-            native, handle = _engine.run_pipeline(streams, self._time, specs, *options, merge=merge, carry=carry)
+            native, handle = _engine.run_pipeline(streams, self._time, specs, options, batch_size, merge, carry)
         finally:
             for stream in streams:
                 stream.close()
@@ -299,7 +336,42 @@ class Pipeline:
         return self._last.stats()
 
     def __repr__(self) -> str:
-        return f"Pipeline(time={self._time!r}, operators={[n for n, _ in self._ops]})"
+        return f"Pipeline(time={self._time!r}, operators={[s.name for s in self._steps]})"
+
+
+def _spec(step: Step, time_type: pa.DataType) -> Any:
+    """A step as the engine's operator spec (_engine.*Spec), lengths in the time column's unit."""
+    name, args = step.name, step.args
+    if name == "filter":
+        return _engine.FilterSpec(args[0]._to_ir())
+    if name == "select":
+        return _engine.SelectSpec([(n, e._to_ir()) for n, e in args[0]])
+    if name == "with_columns":
+        return _engine.WithColumnsSpec([(n, e._to_ir()) for n, e in args[0]])
+    if name == "map_batches":
+        fn, schema = args
+        return _engine.MapBatchesSpec(fn, None if schema is None else pa.schema(schema).__arrow_c_schema__())
+    if name == "sessionize":
+        return _engine.SessionizeSpec(args[0], _in_units(args[1], "gap", time_type), args[2])
+    if name == "lag":
+        return _engine.LagSpec(*args)
+    if name == "delta":
+        return _engine.DeltaSpec(*args)
+    if name == "running":
+        return _engine.RunningSpec(args[0], _agg_specs(args[1]))
+    if name == "dedupe":
+        return _engine.DedupeSpec(args[0], None if args[1] is None else _in_units(args[1], "within", time_type))
+    if name == "pairs":
+        return _engine.PairsSpec(args[0], args[1], _in_units(args[2], "gap", time_type))
+    if name == "window_aggregate":
+        return _engine.WindowAggregateSpec(args[0], _engine.WindowSpec(*args[1].resolve(time_type)),
+                                           _agg_specs(args[2]))
+    if name == "top_k":
+        return _engine.TopKSpec(*args)
+    if name == "parametric":
+        kind, keys, cost_us, selectivity, state_bytes = args
+        return _engine.ParametricSpec(_engine.OperatorKind[kind], keys, cost_us, selectivity, state_bytes)
+    raise ValueError(f"unknown pipeline operator {name!r}")
 
 
 class LiveInput:

@@ -5,7 +5,7 @@ skip list. The queries are benchmarks.aggregate.QUERIES."""
 import pyarrow_ops as po
 from benchmarks import peers
 from benchmarks.aggregate import QUERIES
-from pyarrow_ops import _engine
+from pyarrow_ops import _testing
 from pyarrow_ops.datasets import smart_meter_readings
 
 ROWS = 500_000
@@ -45,4 +45,4 @@ class Gate:
     param_names = ["inputs", "scan_all"]
 
     def time_merge_2m(self, inputs, scan_all):
-        _engine.benchmark_gate(inputs, 2_000_000, scan_all, 2, 1024)
+        _testing.benchmark_gate(inputs, 2_000_000, scan_all, 2, 1024)

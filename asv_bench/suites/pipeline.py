@@ -7,14 +7,13 @@ import functools
 import pyarrow_ops as po
 from benchmarks import pipeline as bench_pipeline
 from pyarrow_ops import col
-from pyarrow_ops.datasets import parametric_events
 from pyarrow_ops.pipeline import PARTITIONINGS, REORDERS
 
 
 # asv re-runs ``setup`` before every timed call; each data set is generated once per process.
 @functools.cache
 def _events(rows: int, sigma: float | None = None):
-    return parametric_events(rows=rows, keys=bench_pipeline.KEYS, sigma=sigma, seed=7)[0]
+    return bench_pipeline.parametric_events(rows=rows, keys=bench_pipeline.KEYS, sigma=sigma, seed=7)[0]
 
 
 class _Timed:
@@ -49,7 +48,7 @@ class Partitioning(_Timed):
     ROWS = 20_000
 
     def setup(self, partitioning, sigma, threads):
-        self.pipeline = po.Pipeline(_events(self.ROWS, sigma), time="ts").parametric("partitioned", cost_us=10,
+        self.pipeline = po.Pipeline(_events(self.ROWS, sigma), time="ts").experimental_parametric("partitioned", cost_us=10,
                                                                                       key="key")
 
     def time_partitioned(self, partitioning, sigma, threads):
@@ -67,9 +66,9 @@ class Reorder(_Timed):
     def setup(self, reorder, pipeline, threads):
         p = po.Pipeline(_events(self.ROWS), time="ts")
         if pipeline == "light":
-            self.pipeline = p.parametric("stateless", cost_us=20)
+            self.pipeline = p.experimental_parametric("stateless", cost_us=20)
         else:
-            self.pipeline = p.parametric("stateless", cost_us=20, selectivity=0.5).parametric(
+            self.pipeline = p.experimental_parametric("stateless", cost_us=20, selectivity=0.5).experimental_parametric(
                 "partitioned", cost_us=20, key="key")
 
     def time_reorder(self, reorder, pipeline, threads):

@@ -22,9 +22,8 @@ namespace pao::python {
 template <class T>
 nanobind::capsule to_capsule(std::unique_ptr<T> raw, const char* name) {
   return nanobind::capsule(raw.release(), name, [](void* p) noexcept {
-    auto* s = static_cast<T*>(p);
-    if (s->release != nullptr) s->release(s);
-    delete s;
+    std::unique_ptr<T> s(static_cast<T*>(p));
+    arrow::Owned<T> owned(s.get());  // released here, through the one owner, if still unreleased
   });
 }
 

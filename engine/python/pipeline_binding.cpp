@@ -1,17 +1,22 @@
 #include "python/pipeline_binding.h"
 
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
+
+#include <variant>
 
 #include "core/builder.h"
 #include "core/error.h"
-#include "ops/keyed.h"
-#include "ops/parametric.h"
-#include "ops/stateless.h"
-#include "ops/windowed.h"
+#include "gate/merge.h"
+#include "ops/specs.h"
 #include "python/capsules.h"
 #include "python/expr_binding.h"
+#include "python/gil.h"
+#include "python/stream.h"
+#include "runtime/pipeline.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -19,45 +24,18 @@ using namespace nb::literals;
 namespace pao::python {
 namespace {
 
-window::AggKind agg_kind(const std::string& name) {
-  static const std::pair<const char*, window::AggKind> kinds[] = {
-      {"count", window::AggKind::kCount}, {"sum", window::AggKind::kSum},     {"mean", window::AggKind::kMean},
-      {"min", window::AggKind::kMin},     {"max", window::AggKind::kMax},     {"first", window::AggKind::kFirst},
-      {"last", window::AggKind::kLast}};
-  for (const auto& [n, k] : kinds)
-    if (name == n) return k;
-  throw Error(ErrorKind::kInvalidInput, "unknown aggregate function '" + name + "'");
-}
-
-std::vector<window::AggSpec> agg_specs(nb::handle aggs) {
-  std::vector<window::AggSpec> out;
-  for (nb::handle a : aggs) {
-    auto t = nb::cast<nb::tuple>(a);
-    out.push_back({nb::cast<std::string>(t[0]), agg_kind(nb::cast<std::string>(t[1])), nb::cast<std::string>(t[2])});
-  }
-  return out;
-}
-
-std::vector<std::pair<std::string, ExprPtr>> named_exprs(nb::handle list) {
-  std::vector<std::pair<std::string, ExprPtr>> out;
-  for (nb::handle item : list) {
-    auto t = nb::cast<nb::tuple>(item);
-    out.emplace_back(nb::cast<std::string>(t[0]), expr_from_python(t[1]));
-  }
-  return out;
-}
-
 // map_batches: a Python function from pa.RecordBatch to pa.RecordBatch. Stateless, but it runs
 // under the GIL, so two workers would only take turns: max_parallelism() is 1. The workers drop
 // the GIL everywhere else, so the rest of the pipeline runs in parallel with it.
 class PyMapBatches final : public ops::Operator {
  public:
-  PyMapBatches(std::shared_ptr<const Schema> input, nb::handle fn, nb::handle schema, size_t index)
+  // `declared`: the output schema the user gave, or null to learn it from fn.
+  PyMapBatches(std::shared_ptr<const Schema> input, nb::handle fn, std::shared_ptr<const Schema> declared,
+               size_t index)
       : input_(std::move(input)), fn_(nb::borrow(fn)), index_(index) {
     if (!PyCallable_Check(fn.ptr())) throw Error(ErrorKind::kInvalidInput, where() + ": fn must be callable");
-    if (!schema.is_none()) {
-      output_ = std::make_shared<const Schema>(
-          arrow::import_schema(*from_capsule<ArrowSchema>(schema.attr("__arrow_c_schema__")(), "arrow_schema")));
+    if (declared) {
+      output_ = std::move(declared);
     } else {
       // The output schema is what fn makes of an empty batch of the input schema.
       std::vector<ColumnBuilder> builders;
@@ -117,98 +95,135 @@ class PyMapBatches final : public ops::Operator {
   size_t index_;
 };
 
-std::optional<int64_t> optional_int(nb::handle h) {
-  if (h.is_none()) return std::nullopt;
-  return nb::cast<int64_t>(h);
+// A map_batches operator as Python specifies it: the one spec that holds Python objects, so it
+// lives here rather than in ops/specs.h.
+struct MapBatchesSpec {
+  nb::object fn;
+  std::shared_ptr<const Schema> schema;  // null: what fn makes of an empty batch
+};
+
+using PySpec = std::variant<ops::OperatorSpec, MapBatchesSpec>;
+
+const char* spec_name(const PySpec& spec) {
+  if (const auto* s = std::get_if<ops::OperatorSpec>(&spec)) return ops::spec_name(*s);
+  return "map_batches";
 }
 
-ops::OperatorPtr build_one(const std::shared_ptr<const Schema>& in, const std::string& time, nb::tuple spec,
-                           size_t index) {
-  const auto op = nb::cast<std::string>(spec[0]);
-  auto strings = [&](size_t i) { return nb::cast<std::vector<std::string>>(spec[i]); };
-  if (op == "filter") return ops::make_filter(in, expr_from_python(spec[1]));
-  if (op == "select") return ops::make_select(in, named_exprs(spec[1]));
-  if (op == "with_columns") return ops::make_with_columns(in, named_exprs(spec[1]));
-  if (op == "map_batches") return std::make_shared<PyMapBatches>(in, spec[1], spec[2], index);
-  if (op == "sessionize")
-    return ops::make_sessionize(in, strings(1), time, nb::cast<int64_t>(spec[2]), nb::cast<std::string>(spec[3]));
-  if (op == "lag") return ops::make_lag(in, strings(1), strings(2), nb::cast<std::string>(spec[3]), time);
-  if (op == "delta") return ops::make_delta(in, strings(1), time, strings(2), nb::cast<std::string>(spec[3]));
-  if (op == "running") return ops::make_running(in, strings(1), agg_specs(spec[2]), time);
-  if (op == "dedupe") return ops::make_dedupe(in, strings(1), time, optional_int(spec[2]));
-  if (op == "pairs")
-    return ops::make_pairs(in, strings(1), time, nb::cast<std::string>(spec[2]), nb::cast<int64_t>(spec[3]));
-  if (op == "window_aggregate") {
-    window::WindowSpec w{nb::cast<int64_t>(spec[2]), nb::cast<int64_t>(spec[3]), nb::cast<int64_t>(spec[4])};
-    return ops::make_window_aggregate(in, time, w, agg_specs(spec[5]), strings(1));
-  }
-  if (op == "top_k") {
-    std::optional<std::string> per;
-    if (!spec[3].is_none()) per = nb::cast<std::string>(spec[3]);
-    return ops::make_top_k(in, nb::cast<int64_t>(spec[1]), nb::cast<std::string>(spec[2]), per,
-                           nb::cast<bool>(spec[4]));
-  }
-  if (op == "parametric") {
-    const auto kind = nb::cast<std::string>(spec[1]);
-    ops::ParametricOptions o;
-    o.cost_us = nb::cast<double>(spec[3]);
-    o.selectivity = nb::cast<double>(spec[4]);
-    o.state_bytes = nb::cast<int64_t>(spec[5]);
-    if (kind == "stateless") return ops::make_stateless_parametric(in, o);
-    if (kind == "stateful") return ops::make_stateful_parametric(in, o);
-    if (kind == "partitioned") return ops::make_keyed_parametric(in, strings(2), o);
-    throw Error(ErrorKind::kInvalidInput, "parametric kind must be 'stateless', 'partitioned' or 'stateful', got '" +
-                                              kind + "'");
-  }
-  throw Error(ErrorKind::kInvalidInput, "unknown pipeline operator '" + op + "'");
-}
-
-}  // namespace
-
+// The operators `specs` describe, chained from `input`. `time` is the pipeline's time column.
+// With `carry` (an int64 input column; pyarrow_ops.spark's row numbers) every operator must keep
+// that column: partitioned operators that would drop it get ops::carry_column, any other that
+// drops it is an error. Needs the GIL (map_batches calls fn on an empty batch).
 std::vector<ops::OperatorPtr> build_operators(std::shared_ptr<const Schema> input, const std::string& time,
-                                              nb::handle specs, const std::string& carry) {
+                                              const std::vector<PySpec>& specs, const std::string& carry) {
   std::vector<ops::OperatorPtr> out;
   std::shared_ptr<const Schema> schema = std::move(input);
-  size_t index = 0;
-  for (nb::handle s : specs) {
-    auto spec = nb::cast<nb::tuple>(s);
+  for (size_t index = 0; index < specs.size(); ++index) {
+    const PySpec& spec = specs[index];
     try {
-      out.push_back(build_one(schema, time, spec, index));
+      if (const auto* s = std::get_if<ops::OperatorSpec>(&spec)) {
+        out.push_back(ops::make_operator(schema, time, *s));
+      } else {
+        const auto& m = std::get<MapBatchesSpec>(spec);
+        out.push_back(std::make_shared<PyMapBatches>(schema, m.fn, m.schema, index));
+      }
       if (!carry.empty() && !out.back()->output_schema()->find(carry)) {
         out.back() = ops::carry_column(out.back(), carry);
       }
     } catch (const Error& e) {
       // Name the operator: "operator 2 (sessionize): time column 'ts' not found ..."
-      throw Error(e.kind(), "operator " + std::to_string(index) + " (" + nb::cast<std::string>(spec[0]) +
-                                "): " + e.what());
+      throw Error(e.kind(), "operator " + std::to_string(index) + " (" + spec_name(spec) + "): " + e.what());
     }
     schema = out.back()->output_schema();
-    ++index;
   }
   if (out.empty()) throw Error(ErrorKind::kInvalidInput, "the pipeline has no operators; add one, e.g. .filter(...)");
   return out;
 }
 
-std::shared_ptr<runtime::Pipeline> make_pipeline(std::unique_ptr<BatchSource> source, std::vector<ops::OperatorPtr> ops,
-                                                 runtime::PipelineOptions options) {
-  return std::shared_ptr<runtime::Pipeline>(
-      new runtime::Pipeline(std::move(source), std::move(ops), std::move(options)), [](runtime::Pipeline* p) {
-        if (Py_IsInitialized() && PyGILState_Check()) {
-          nb::gil_scoped_release nogil;
-          delete p;
-        } else {
-          delete p;
-        }
-      });
+ops::NamedExprs named_exprs(const std::vector<std::pair<std::string, nb::tuple>>& items) {
+  ops::NamedExprs out;
+  for (const auto& [name, ir] : items) out.emplace_back(name, expr_from_python(ir));
+  return out;
 }
 
+std::shared_ptr<const Schema> schema_from(nb::capsule capsule) {
+  return std::make_shared<const Schema>(arrow::import_schema(*from_capsule<ArrowSchema>(capsule, "arrow_schema")));
+}
+
+// The operator spec classes: one per ops/specs.h struct, constructed with the factory's arguments.
+void bind_specs(nb::module_& m) {
+  nb::enum_<ops::OpKind>(m, "OperatorKind", "State kinds (the auto-parallelization paper's operator model).")
+      .value("stateless", ops::OpKind::kStateless)
+      .value("partitioned", ops::OpKind::kPartitioned)
+      .value("stateful", ops::OpKind::kStateful);
+  nb::class_<ops::FilterSpec>(m, "FilterSpec")
+      .def("__init__", [](ops::FilterSpec* self, nb::tuple predicate) {
+        new (self) ops::FilterSpec{expr_from_python(predicate)};
+      }, "predicate"_a);
+  nb::class_<ops::SelectSpec>(m, "SelectSpec")
+      .def("__init__", [](ops::SelectSpec* self, const std::vector<std::pair<std::string, nb::tuple>>& columns) {
+        new (self) ops::SelectSpec{named_exprs(columns)};
+      }, "columns"_a);
+  nb::class_<ops::WithColumnsSpec>(m, "WithColumnsSpec")
+      .def("__init__", [](ops::WithColumnsSpec* self, const std::vector<std::pair<std::string, nb::tuple>>& columns) {
+        new (self) ops::WithColumnsSpec{named_exprs(columns)};
+      }, "columns"_a);
+  nb::class_<ops::SessionizeSpec>(m, "SessionizeSpec")
+      .def(nb::init<std::vector<std::string>, int64_t, std::string>(), "keys"_a, "gap"_a, "name"_a)
+      .def_rw("keys", &ops::SessionizeSpec::keys);
+  nb::class_<ops::LagSpec>(m, "LagSpec")
+      .def(nb::init<std::vector<std::string>, std::vector<std::string>, std::string>(), "keys"_a, "columns"_a,
+           "suffix"_a)
+      .def_rw("keys", &ops::LagSpec::keys);
+  nb::class_<ops::DeltaSpec>(m, "DeltaSpec")
+      .def(nb::init<std::vector<std::string>, std::vector<std::string>, std::string>(), "keys"_a, "columns"_a,
+           "suffix"_a)
+      .def_rw("keys", &ops::DeltaSpec::keys);
+  nb::class_<ops::RunningSpec>(m, "RunningSpec")
+      .def(nb::init<std::vector<std::string>, std::vector<window::AggSpec>>(), "keys"_a, "aggs"_a)
+      .def_rw("keys", &ops::RunningSpec::keys);
+  nb::class_<ops::DedupeSpec>(m, "DedupeSpec")
+      .def(nb::init<std::vector<std::string>, std::optional<int64_t>>(), "keys"_a, "within"_a.none())
+      .def_rw("keys", &ops::DedupeSpec::keys);
+  nb::class_<ops::PairsSpec>(m, "PairsSpec")
+      .def(nb::init<std::vector<std::string>, std::string, int64_t>(), "keys"_a, "item"_a, "gap"_a)
+      .def_rw("keys", &ops::PairsSpec::keys);
+  nb::class_<ops::WindowAggregateSpec>(m, "WindowAggregateSpec")
+      .def(nb::init<std::vector<std::string>, window::WindowSpec, std::vector<window::AggSpec>>(), "keys"_a,
+           "window"_a, "aggs"_a)
+      .def_rw("keys", &ops::WindowAggregateSpec::keys);
+  nb::class_<ops::TopKSpec>(m, "TopKSpec")
+      .def(nb::init<int64_t, std::string, std::optional<std::string>, bool>(), "k"_a, "by"_a, "per"_a.none(),
+           "descending"_a);
+  nb::class_<ops::ParametricSpec>(m, "ParametricSpec")
+      .def("__init__",
+           [](ops::ParametricSpec* self, ops::OpKind kind, std::vector<std::string> keys, double cost_us,
+              double selectivity, int64_t state_bytes) {
+             new (self) ops::ParametricSpec{kind, std::move(keys), {cost_us, selectivity, state_bytes}};
+           },
+           "kind"_a, "keys"_a, "cost_us"_a, "selectivity"_a, "state_bytes"_a);
+  nb::class_<MapBatchesSpec>(m, "MapBatchesSpec")
+      .def("__init__",
+           [](MapBatchesSpec* self, nb::callable fn, std::optional<nb::capsule> schema) {
+             new (self) MapBatchesSpec{fn, schema ? schema_from(*schema) : nullptr};
+           },
+           "fn"_a, "schema"_a.none());
+}
+
+// A running pipeline's handle: Python keeps it for stats() and cancel(); the result stream shares
+// the pipeline.
+struct PipelineHandle {
+  std::shared_ptr<runtime::Pipeline> pipeline;
+};
+
+}  // namespace
+
 void bind_pipeline(nb::module_& m) {
+  bind_specs(m);
   m.def(
       "plan",
-      [](nb::handle schema, std::string time, nb::handle specs, std::string carry) {
-        auto sch = std::make_shared<const Schema>(
-            arrow::import_schema(*from_capsule<ArrowSchema>(schema.attr("__arrow_c_schema__")(), "arrow_schema")));
-        std::vector<ops::OperatorPtr> ops = build_operators(sch, time, specs, carry);
+      [](nb::capsule schema, std::string time, const std::vector<PySpec>& operators, std::string carry) {
+        std::vector<ops::OperatorPtr> ops = build_operators(schema_from(schema), time, operators, carry);
+        nb::object import_schema = nb::module_::import_("pyarrow").attr("Schema").attr("_import_from_c_capsule");
         nb::list out;
         for (const auto& op : ops) {
           nb::dict d;
@@ -220,13 +235,32 @@ void bind_pipeline(nb::module_& m) {
           for (size_t c : op->key_columns()) keys.push_back(op->input_schema()->fields[c].name);
           d["keys"] = keys;
           d["max_parallelism"] = op->kind() == ops::OpKind::kStateful ? size_t{1} : op->max_parallelism();
-          d["output_schema"] =
-              nb::module_::import_("pyarrow").attr("Schema").attr("_import_from_c_capsule")(schema_capsule(*op->output_schema()));
+          d["output_schema"] = import_schema(schema_capsule(*op->output_schema()));
           out.append(d);
         }
         return out;
       },
-      "schema"_a, "time"_a, "specs"_a, "carry"_a = "", "The operators a pipeline would run, for explain().");
+      "schema"_a, "time"_a, "operators"_a, "carry"_a = "",
+      "The operators a pipeline over `schema` (an arrow_schema capsule) would run, for explain().");
+  m.def(
+      "run_pipeline",
+      [](std::vector<Stream*> inputs, std::string time, const std::vector<PySpec>& operators,
+         runtime::PipelineOptions options, int64_t batch_size, bool merge, std::string carry) {
+        options.check_interrupt = interrupt_check();
+        std::vector<std::unique_ptr<BatchSource>> sources;
+        for (Stream* s : inputs) sources.push_back(s->take());
+        // merge=false: one input already in the order to process (a later stage of
+        // pyarrow_ops.spark.run, sorted by sequence numbers), read as it comes.
+        if (!merge && sources.size() != 1) throw Error(ErrorKind::kUsage, "merge=False takes exactly one input");
+        std::unique_ptr<BatchSource> merged =
+            merge ? gate::make_merge(std::move(sources), {time, batch_size}) : std::move(sources[0]);
+        std::vector<ops::OperatorPtr> ops = build_operators(merged->schema(), time, operators, carry);
+        auto p = shared_without_gil(new runtime::Pipeline(std::move(merged), std::move(ops), std::move(options)));
+        return std::make_pair(Stream{std::make_unique<SharedSource<runtime::Pipeline>>(p)}, PipelineHandle{p});
+      },
+      "inputs"_a, "time"_a, "operators"_a, "options"_a, "batch_size"_a = 65536, "merge"_a = true, "carry"_a = "",
+      "Runs a pipeline over time-sorted streams merged by (time, input, position) (batch_size: rows per "
+      "merged batch); consumes the inputs.");
 
   nb::class_<PipelineHandle>(m, "PipelineHandle")
       .def("cancel",

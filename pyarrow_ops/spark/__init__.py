@@ -24,6 +24,9 @@ import pyarrow.compute as pc
 from pyarrow_ops.aggregate import aggregate as _aggregate
 from pyarrow_ops.aggregate import _keys
 from pyarrow_ops.aggregates import Agg
+from pyarrow_ops.experiment import NONE as NO_EXPERIMENT
+from pyarrow_ops.experiment import Experiment
+from pyarrow_ops.pipeline import Pipeline, Step
 # Also re-exported from here: session.py's API (ARROW_SETTINGS, arrow_settings, check_workers, session),
 # and internals the tests reach as pyarrow_ops.spark._name.
 from pyarrow_ops.spark.partitioning import (
@@ -63,7 +66,7 @@ def aggregate_udf(
     aggs: Mapping[str, Agg],
     design: str = "auto",
     threads: int | None = None,
-    timer: Any = None,
+    experiment: Experiment = NO_EXPERIMENT,
     ranges: Mapping[int, tuple[int, int | None, int | None]] | None = None,
     span: Any = None,
 ) -> tuple[Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], pa.Schema]:
@@ -80,8 +83,8 @@ def aggregate_udf(
     (``repartition(n, *key)``). The function reads the whole partition, puts it in input order,
     splits it by input, and yields the window rows of ``aggregate``.
 
-    ``timer``, for benchmarks: a Spark accumulator (``sparkContext.accumulator(0.0)``) that each
-    partition adds its Python-side work to, in seconds: putting the rows in input order, splitting
+    ``experiment``, for benchmarks: with ``worker_seconds`` (a Spark accumulator,
+    ``sparkContext.accumulator(0.0)``), each partition adds its Python-side work to it, in seconds: putting the rows in input order, splitting
     by input and running the engine, not the time spent receiving batches from the JVM or waiting
     while Spark consumes the output.
 
@@ -121,6 +124,8 @@ def aggregate_udf(
                 end = len(starts) if hi is None else int(np.searchsorted(starts, hi, "left"))
                 if end > first:
                     yield batch.slice(first, end - first)
+
+    timer = experiment.worker_seconds
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = _read(batches, input_schema)
@@ -299,7 +304,7 @@ def aggregate(
     threads: int | None = None,
     ordered: bool = True,
     split: str = "auto",
-    timer: Any = None,
+    experiment: Experiment = NO_EXPERIMENT,
 ) -> DataFrame:
     """:func:`pyarrow_ops.aggregate` on Spark: the identical table, as a Spark DataFrame.
 
@@ -333,7 +338,8 @@ def aggregate(
             time column. ``"auto"`` (the default): ``"key"`` with a key, ``"time"`` without one.
             Where the rows cannot be split (no key, and too short a time span or another time
             type), they meet in one partition, with a warning that says why.
-        timer: for benchmarks, an accumulator of the Python workers' seconds (see :func:`aggregate_udf`).
+        experiment: for benchmarks: a :class:`pyarrow_ops.Experiment` whose ``worker_seconds``
+            accumulator gets the Python workers' seconds (see :func:`aggregate_udf`).
 
     Returns:
         A DataFrame with columns window_start, window_end, the key columns and the aggregates,
@@ -383,7 +389,7 @@ def aggregate(
     span = None if lazy else spark.sparkContext.accumulator(None, _Span())
     arrow_in = to_arrow_schema(spread.schema, timezone="UTC")
     fn, arrow_out = aggregate_udf(arrow_in, n_inputs, time=time, key=keys or None, window=window, aggs=aggs,
-                                  design=design, threads=threads, timer=timer, ranges=ranges, span=span)
+                                  design=design, threads=threads, experiment=experiment, ranges=ranges, span=span)
     result = spread.mapInArrow(fn, from_arrow_schema(arrow_out, prefer_timestamp_ntz=False))
     if lazy:
         return _lazy(result, "aggregate")
@@ -465,7 +471,7 @@ class _Stage:
     """Consecutive operators that run in one Spark pass."""
 
     def __init__(self) -> None:
-        self.ops: list[tuple[str, tuple[Any, ...]]] = []
+        self.steps: list[Step] = []
         self.key: list[str] | None = None  # partition columns; None: any split (stateless only)
         self.single = False  # one partition: a stateful operator needs every row
         self.finish_order: list[str] = []  # keyed window_aggregate last: window_start, its keys
@@ -474,11 +480,12 @@ class _Stage:
     def describe(self) -> str:
         split = "one partition" if self.single else (
             f"partitioned by [{', '.join(self.key)}]" if self.key else "any partitioning")
-        return f"{', '.join(name for name, _ in self.ops)}  ({split})"
+        return f"{', '.join(step.name for step in self.steps)}  ({split})"
 
 
-def _written(name: str, args: tuple[Any, ...], after: list[str]) -> set[str] | None:
+def _written(step: Step, after: list[str]) -> set[str] | None:
     """Columns whose values an operator may change (None: any column), as far as partitioning goes."""
+    name, args = step.name, step.args
     if name == "select":
         return {n for n, e in args[0] if e._to_ir() != ("col", n)}
     if name == "with_columns":
@@ -492,11 +499,11 @@ def _written(name: str, args: tuple[Any, ...], after: list[str]) -> set[str] | N
     return set()
 
 
-def _stages(ops: Sequence[tuple[str, tuple[Any, ...]]], plan: list[dict[str, Any]], names: list[str]) -> list[_Stage]:
+def _stages(steps: Sequence[Step], plan: list[dict[str, Any]], names: list[str]) -> list[_Stage]:
     stages: list[_Stage] = []
     stage: _Stage | None = None
     unchanged: set[str] = set()  # columns with the values they had at the current stage's input
-    for (name, args), op in zip(ops, plan, strict=True):
+    for step, op in zip(steps, plan, strict=True):
         kind, keys = op["kind"], list(op["keys"])
         if stage is not None and stage.closed:
             stage = None
@@ -519,11 +526,11 @@ def _stages(ops: Sequence[tuple[str, tuple[Any, ...]]], plan: list[dict[str, Any
                 stage.key = keys
             elif kind == "stateful":
                 stage.single = True
-        stage.ops.append((name, args))
+        stage.steps.append(step)
         after = op["output_schema"].names
-        written = _written(name, args, after)
+        written = _written(step, after)
         unchanged = set() if written is None else (unchanged & set(after)) - written
-        if name == "window_aggregate" and keys:
+        if step.name == "window_aggregate" and keys:
             stage.finish_order, stage.closed = ["window_start", *keys], True
         names = after
     return stages
@@ -546,24 +553,19 @@ def _for_spark(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f.with_type(_spark_type(f.type)) for f in schema])
 
 
-def _stage_pipeline(stage: _Stage, time: str, carry: bool) -> Any:
+def _stage_pipeline(stage: _Stage, time: str, carry: bool) -> Pipeline:
     """The stage's operators as a Pipeline (inputs set at run time). With ``carry`` every operator
     keeps ROW_COLUMN: selects list it, map_batches functions get it back after the call."""
-    from pyarrow_ops.pipeline import Pipeline
-
-    p = Pipeline.__new__(Pipeline)
-    p._inputs, p._time, p._last = [], time, None
-    ops = []
-    for name, args in stage.ops:
-        if carry and name == "select":
+    steps = []
+    for step in stage.steps:
+        if carry and step.name == "select":
             from pyarrow_ops.expr import col
 
-            args = ([*args[0], (ROW_COLUMN, col(ROW_COLUMN))],)
-        elif carry and name == "map_batches":
-            args = _carrying_map(*args)
-        ops.append((name, args))
-    p._ops = tuple(ops)
-    return p
+            step = Step("select", ([*step.args[0], (ROW_COLUMN, col(ROW_COLUMN))],))
+        elif carry and step.name == "map_batches":
+            step = Step("map_batches", _carrying_map(*step.args))
+        steps.append(step)
+    return Pipeline.from_steps(steps, time=time)
 
 
 def _carrying_map(fn: Callable[[pa.RecordBatch], pa.RecordBatch], schema: pa.Schema | None) -> tuple[Any, ...]:
@@ -637,8 +639,7 @@ def _stage_udf(
     carry = not stage.single
     data = pa.schema([*engine_in, pa.field(ROW_COLUMN, pa.int64())]) if carry else engine_in
     pipeline = _stage_pipeline(stage, time, carry)
-    time_type = engine_in.field(time).type if time in engine_in.names else pa.int64()
-    plan = _engine.plan(data, time, pipeline._specs(time_type), ROW_COLUMN if carry else "")
+    plan = pipeline.plan(data, carry=ROW_COLUMN if carry else "")
     engine_out = plan[-1]["output_schema"]
     if carry:
         engine_out = engine_out.remove(engine_out.get_field_index(ROW_COLUMN))
@@ -658,12 +659,11 @@ def _stage_udf(
         if carry:
             body = body.append_column(pa.field(ROW_COLUMN, pa.int64()), pa.array(range(table.num_rows), pa.int64()))
         if index == 0:  # the inputs, merged by the engine
-            pipeline._inputs = _by_input(table, inputs, body)
-            merge = True
+            stage_run, merge = pipeline.with_inputs(_by_input(table, inputs, body)), True
         else:
-            pipeline._inputs, merge = [body], False
-        options = (threads or 0, "ct", "nonblocking", "hybrid", 0, 0, 0, 0, 0, 65536, 0.0)
-        result = pipeline._start(options, merge=merge, carry=ROW_COLUMN if carry else "")
+            stage_run, merge = pipeline.with_inputs([body]), False
+        options = _engine.PipelineOptions(threads=threads or 0)
+        result = stage_run._start(options, merge=merge, carry=ROW_COLUMN if carry else "")
         earlier = table.select(sequence) if carry else None
         last = [-2, -1]
         emitted = 0
@@ -688,7 +688,7 @@ def _stage_udf(
 
 
 def run(
-    pipeline: Any,
+    pipeline: Pipeline,
     inputs: DataFrame | Sequence[DataFrame],
     *,
     input_column: str | None = None,
@@ -724,8 +724,8 @@ def run(
 
     from pyarrow_ops import _engine
 
-    ops, time = pipeline._ops, pipeline._time
-    if not ops:
+    steps, time = pipeline.steps, pipeline.time
+    if not steps:
         raise _engine.InvalidInputError("the pipeline has no operators; add one, e.g. .filter(...)")
     tagged, n_inputs, _ = _tagged(inputs, input_column, order_by)
     check_workers(tagged.sparkSession)
@@ -733,8 +733,8 @@ def run(
         tagged = tagged.drop(order_by)
     spark_in = to_arrow_schema(tagged.schema, timezone="UTC")
     engine_in = pa.schema([f for f in spark_in if not f.name.startswith("__pao_")])
-    plan = _engine.plan(engine_in, time, pipeline._specs(pipeline._time_type(engine_in)))
-    stages = _stages(ops, plan, engine_in.names)
+    plan = pipeline.plan(engine_in)
+    stages = _stages(steps, plan, engine_in.names)
 
     threads = threads or _task_cpus(tagged.sparkSession)
     df = tagged.withColumn(TIME_COLUMN, F.col(time))
@@ -761,18 +761,15 @@ def run(
     return _sorted(df, [F.asc_nulls_last(c) for c in sequence], n).drop(*sequence)
 
 
-def stages(pipeline: Any) -> list[str]:
+def stages(pipeline: Pipeline) -> list[str]:
     """How :func:`run` splits ``pipeline`` into Spark passes: one line per stage, its operators and
     partitioning (on the schema of the pipeline's first input)."""
-    from pyarrow_ops import _engine
-
-    schema = pipeline._schema()
-    plan = _engine.plan(schema, pipeline._time, pipeline._specs(pipeline._time_type(schema)))
-    return [s.describe() for s in _stages(pipeline._ops, plan, schema.names)]
+    schema = pipeline.input_schema
+    return [s.describe() for s in _stages(pipeline.steps, pipeline.plan(schema), schema.names)]
 
 
 def pipeline_udf(
-    pipeline: Any, input_schema: pa.Schema, inputs: int = 1, *, threads: int | None = None
+    pipeline: Pipeline, input_schema: pa.Schema, inputs: int = 1, *, threads: int | None = None
 ) -> tuple[Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], pa.Schema]:
     """A function for ``DataFrame.mapInArrow`` that runs ``pipeline``'s operators over one Spark
     partition, and its output schema (pyarrow).
@@ -785,9 +782,9 @@ def pipeline_udf(
     if INPUT_COLUMN not in input_schema.names:
         raise ValueError(f"the partition's rows need the input index column {INPUT_COLUMN!r}")
     stage = _Stage()
-    stage.ops, stage.single = list(pipeline._ops), True  # the whole chain on the rows as they are
+    stage.steps, stage.single = list(pipeline.steps), True  # the whole chain on the rows as they are
     engine_in = pa.schema([f for f in input_schema if not f.name.startswith("__pao_")])
-    fn, spark_out, _, sequence = _stage_udf(stage, 0, input_schema, engine_in, [], inputs, pipeline._time, threads)
+    fn, spark_out, _, sequence = _stage_udf(stage, 0, input_schema, engine_in, [], inputs, pipeline.time, threads)
     output_schema = pa.schema([f for f in spark_out if f.name not in sequence])
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -798,7 +795,7 @@ def pipeline_udf(
 
 
 def pipeline_group_udf(
-    pipeline: Any, input_schema: pa.Schema, inputs: int = 1, *, threads: int | None = None
+    pipeline: Pipeline, input_schema: pa.Schema, inputs: int = 1, *, threads: int | None = None
 ) -> tuple[Callable[[pa.Table], pa.Table], pa.Schema]:
     """A function for ``GroupedData.applyInArrow`` that runs ``pipeline``'s operators over one
     group, and its output schema: as :func:`aggregate_group_udf`, the rows carry ``__pao_input``

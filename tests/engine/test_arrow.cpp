@@ -1,7 +1,7 @@
 // Unit tests of engine/arrow: import and export without copies, and exact ownership.
 #include <cerrno>
 
-#include "arrow/counting_stream.h"
+#include "testing/counting_stream.h"
 #include "arrow/export.h"
 #include "arrow/import.h"
 #include "arrow/owned.h"
@@ -168,9 +168,9 @@ TEST(counting_stream_counts_every_release) {
   int stream_released = 0;
   ArrowArrayStream producer;
   testing::produce_stream({{1}, {2}, {3}}, &counter, &stream_released, -1, &producer);
-  auto counts = std::make_shared<arrow::ReleaseCounts>();
+  auto counts = std::make_shared<testing::ReleaseCounts>();
   ArrowArrayStream counting;
-  arrow::make_counting_stream(&producer, counts, 2, &counting);
+  testing::make_counting_stream(&producer, counts, 2, &counting);
   {
     auto src = arrow::import_stream(&counting, "input 0");
     CHECK(src->next().has_value());

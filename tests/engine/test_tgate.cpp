@@ -11,7 +11,7 @@
 #include <tuple>
 
 #include "gate/tgate.h"
-#include "gate/tgate_bench.h"
+#include "testing/tgate_bench.h"
 #include "helpers.h"
 #include "unit.h"
 
@@ -334,7 +334,7 @@ TEST(benchmark_gate_reads_every_tuple_whatever_the_batch_size) {
   for (const Run r : {Run{4, 2, 600000, 131072}, Run{5, 2, 600000, 65536}, Run{3, 2, 90000, 7000},
                       Run{2, 2, 50000, 1}, Run{3, 1, 2, 1000}}) {
     for (const auto readiness : {gate::Readiness::kExact, gate::Readiness::kScanAll}) {
-      const gate::GateBenchResult got = gate::benchmark_gate(r.inputs, r.tuples, readiness, r.producers, r.batch_rows);
+      const testing::GateBenchResult got = testing::benchmark_gate(r.inputs, r.tuples, readiness, r.producers, r.batch_rows);
       CHECK_EQ(got.tuples, r.tuples / static_cast<int64_t>(r.inputs) * static_cast<int64_t>(r.inputs));
       CHECK(got.peak_live_arenas <= r.inputs * 16);  // the default back-pressure window per input
     }

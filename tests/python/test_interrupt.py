@@ -48,9 +48,9 @@ CHILD = textwrap.dedent(
                            window=po.tumbling(10**15), aggs={"n": po.count()}, design=design, threads=2)
     elif scenario == "pipeline-waiting":  # a pipeline over slow endless inputs
         run = (po.Pipeline([endless(i, 64, 0.01) for i in range(2)], time="t").sessionize("k", gap=5)
-               .parametric("partitioned", cost_us=1.0, key="k").run(threads=2))
+               .experimental_parametric("partitioned", cost_us=1.0, key="k").run(threads=2))
     elif scenario == "pipeline-busy":  # busy workers, nothing ever comes out
-        run = (po.Pipeline([endless(0, 4096, 0)], time="t").parametric("stateless", cost_us=0.5)
+        run = (po.Pipeline([endless(0, 4096, 0)], time="t").experimental_parametric("stateless", cost_us=0.5)
                .filter(po.col("v") < 0).run(threads=2))
     else:  # live: the inputs are never closed
         run = po.live_aggregate(schema, 2, time="t", key="k", window=po.tumbling(10),

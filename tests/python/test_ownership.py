@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import pyarrow_ops as po
-from pyarrow_ops._engine.testing import CountingStream
+from pyarrow_ops._testing import CountingStream
 
 
 def table_of(batches, start=0, rows=100):

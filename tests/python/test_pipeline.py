@@ -141,7 +141,7 @@ def test_every_option_combination_equals_the_sequential_run():
     rng = random.Random(7)
     inputs = _inputs(rng, 2, 2000, 30, False)
     p = (po.Pipeline(inputs, time="ts").filter(col("v").is_not_null()).sessionize("k", gap=4)
-         .parametric("partitioned", cost_us=0.0, key="k").parametric("stateful", cost_us=0.0)
+         .experimental_parametric("partitioned", cost_us=0.0, key="k").experimental_parametric("stateful", cost_us=0.0)
          .with_columns(x=col("v") + 1).running("k", {"n": po.count()}))
     expected = p.run(threads=1, morsel=4096).to_arrow()
     count = 0
@@ -288,7 +288,7 @@ def test_carried_row_numbers_name_each_output_rows_producer():
     reserved __pao_ columns do not change the parametric operator's hashes."""
     t = pa.table({"ts": [1, 2, 3, 12, 13], "k": [1, 1, 2, 1, 2], "item": [5, 6, 5, 7, 6],
                   "__pao_row": pa.array([10, 11, 12, 13, 14], pa.int64())})
-    options = (2, "ct", "nonblocking", "hybrid", 0, 0, 0, 0, 0, 65536, 0.0)
+    options = po._engine.PipelineOptions(threads=2)
     pairs = po.Pipeline(t, time="ts").pairs("k", "item", gap=5)._start(options, carry="__pao_row").to_arrow()
     assert pairs.column("__pao_row").to_pylist() == [11]  # (5, 6) of key 1, made by the row with item 6
     windows = (po.Pipeline(t, time="ts").window_aggregate(po.tumbling(10), {"n": po.count()}, key="k")
@@ -302,8 +302,8 @@ def test_carried_row_numbers_name_each_output_rows_producer():
     ]
     with pytest.raises(po.InvalidInputError, match=r"operator 0 \(select\).*carry"):
         po.Pipeline(t, time="ts").select("ts", "k")._start(options, carry="__pao_row")
-    plain = po.Pipeline(t.drop_columns(["__pao_row"]), time="ts").parametric("partitioned", cost_us=0, key="k")
-    marked = po.Pipeline(t, time="ts").parametric("partitioned", cost_us=0, key="k")
+    plain = po.Pipeline(t.drop_columns(["__pao_row"]), time="ts").experimental_parametric("partitioned", cost_us=0, key="k")
+    marked = po.Pipeline(t, time="ts").experimental_parametric("partitioned", cost_us=0, key="k")
     assert (plain.run().to_arrow().column("p_state").to_pylist()
             == marked.run().to_arrow().column("p_state").to_pylist())
 

@@ -324,7 +324,7 @@ def test_pipeline_with_order_sensitive_state_and_a_filtering_map(spark):
         odd = np.asarray(batch.column("page")) % 2 == 1
         return batch.take(pa.array(np.repeat(np.arange(batch.num_rows), np.where(odd, 2, 0)), pa.int64()))
 
-    p = (po.Pipeline([a, b], time="ts").parametric("partitioned", cost_us=0, key="user")
+    p = (po.Pipeline([a, b], time="ts").experimental_parametric("partitioned", cost_us=0, key="user")
          .map_batches(odd_pages_twice).sessionize("user", gap=30))
     expected = p.run(threads=2, morsel=1).to_arrow()
     got = ps.run(p, [spark.createDataFrame(a), spark.createDataFrame(b)], partitions=2).toArrow()

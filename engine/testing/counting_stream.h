@@ -1,8 +1,9 @@
 #pragma once
 // A producer for ownership tests: it forwards another stream and counts every array it hands out
 // and every call of their release callbacks, so a test can prove each runs exactly once, on the
-// success path, on errors and on cancellation. Shipped in the module (as
-// pyarrow_ops._engine.testing.CountingStream) so the Python tests use the real boundary.
+// success path, on errors and on cancellation. Built into the C++ tests and the test-only module
+// pyarrow_ops._testing (CountingStream), never into the product, so the Python tests use the real
+// boundary.
 //
 // It must survive any release order a buggy consumer could produce, since finding such bugs is
 // its job: each handed-out array's bookkeeping shares ownership of the counts, and is kept (at a
@@ -14,7 +15,7 @@
 
 #include "arrow/c_abi.h"
 
-namespace pao::arrow {
+namespace pao::testing {
 
 // Relaxed increments and loads throughout: each counter is a tally that orders no other memory,
 // and tests read them after the threads that release have finished.
@@ -31,4 +32,4 @@ struct ReleaseCounts {
 void make_counting_stream(ArrowArrayStream* inner, std::shared_ptr<ReleaseCounts> counts,
                           int64_t fail_after, ArrowArrayStream* out);
 
-}  // namespace pao::arrow
+}  // namespace pao::testing

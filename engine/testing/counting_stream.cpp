@@ -1,4 +1,4 @@
-#include "arrow/counting_stream.h"
+#include "testing/counting_stream.h"
 
 #include <cerrno>
 #include <mutex>
@@ -6,12 +6,12 @@
 
 #include "arrow/owned.h"
 
-namespace pao::arrow {
+namespace pao::testing {
 namespace {
 
 // One handed-out array: the producer's original, released by the first release call.
 struct Record {
-  OwnedArray original;
+  arrow::OwnedArray original;
   std::shared_ptr<ReleaseCounts> counts;
   std::atomic<bool> released{false};
 };
@@ -41,7 +41,7 @@ void record_release(ArrowArray* a) {
 
 void wrap(const std::shared_ptr<ReleaseCounts>& counts, ArrowArray* array) {
   auto rec = std::make_unique<Record>();
-  rec->original = OwnedArray(array);  // array->release is now nullptr; refilled below
+  rec->original = arrow::OwnedArray(array);  // array->release is now nullptr; refilled below
   rec->counts = counts;
   *array = *rec->original.get();      // the same buffers, children and lengths
   array->release = &record_release;
@@ -54,7 +54,7 @@ void wrap(const std::shared_ptr<ReleaseCounts>& counts, ArrowArray* array) {
 }
 
 struct CountingStream {
-  OwnedStream inner;
+  arrow::OwnedStream inner;
   std::shared_ptr<ReleaseCounts> counts;
   int64_t fail_after;
   int64_t handed_out = 0;
@@ -95,7 +95,7 @@ void counting_release(ArrowArrayStream* s) {
 
 void make_counting_stream(ArrowArrayStream* inner, std::shared_ptr<ReleaseCounts> counts,
                           int64_t fail_after, ArrowArrayStream* out) {
-  auto* cs = new CountingStream{OwnedStream(inner), std::move(counts), fail_after};
+  auto* cs = new CountingStream{arrow::OwnedStream(inner), std::move(counts), fail_after};
   out->get_schema = &counting_get_schema;
   out->get_next = &counting_get_next;
   out->get_last_error = &counting_get_last_error;
@@ -103,4 +103,4 @@ void make_counting_stream(ArrowArrayStream* inner, std::shared_ptr<ReleaseCounts
   out->private_data = cs;
 }
 
-}  // namespace pao::arrow
+}  // namespace pao::testing

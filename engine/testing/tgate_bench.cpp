@@ -1,4 +1,4 @@
-#include "gate/tgate_bench.h"
+#include "testing/tgate_bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,9 +8,11 @@
 
 #include "core/error.h"
 
-namespace pao::gate {
+namespace pao::testing {
 
-GateBenchResult benchmark_gate(size_t inputs, int64_t tuples, Readiness readiness, size_t producers,
+using gate::ReadResult;
+
+GateBenchResult benchmark_gate(size_t inputs, int64_t tuples, gate::Readiness readiness, size_t producers,
                                int64_t batch_rows) {
   if (inputs < 1 || tuples < 0 || batch_rows < 1) {
     throw Error(ErrorKind::kInvalidInput, "benchmark_gate needs inputs >= 1, tuples >= 0 and batch_rows >= 1");
@@ -35,7 +37,7 @@ GateBenchResult benchmark_gate(size_t inputs, int64_t tuples, Readiness readines
       batches[i].emplace_back(schema, n, std::vector<Column>{c}, nullptr);
     }
   }
-  TGate gate(TGateOptions{.inputs = inputs, .readers = 1, .producers = producers, .readiness = readiness});
+  gate::TGate gate(gate::TGateOptions{.inputs = inputs, .readers = 1, .producers = producers, .readiness = readiness});
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (size_t p = 0; p < producers; ++p) {
@@ -92,4 +94,4 @@ GateBenchResult benchmark_gate(size_t inputs, int64_t tuples, Readiness readines
   return out;
 }
 
-}  // namespace pao::gate
+}  // namespace pao::testing
