@@ -357,3 +357,30 @@ def test_order_checks_are_per_key():
     t = pa.table({"t": np.arange(8), "k": [0, 0, 0, 0, 1, 1, 1, 1]})
     p = po.Pipeline(t, time="t").with_columns(t=col("t") % 4).sessionize("k", gap=1)
     assert p.run(threads=2).to_arrow().column("session").to_pylist() == [0] * 8
+
+
+def test_steps_are_the_plan_as_data_and_build_the_same_pipeline():
+    t = pa.table({"ts": [1, 2, 40, 41], "user": [1, 1, 1, 2], "page": [3, 4, 5, 6]})
+    p = po.Pipeline(t, time="ts").filter(col("page") > 3).sessionize("user", gap=30)
+    assert [s.name for s in p.steps] == ["filter", "sessionize"]
+    assert p.time == "ts" and p.input_schema == t.schema
+    rebuilt = po.Pipeline.from_steps(p.steps, time=p.time).with_inputs(t)
+    assert rebuilt.run(threads=2).to_arrow().equals(p.run(threads=2).to_arrow())
+    # Steps carry plain values, so Spark can pickle them to its workers.
+    import pickle
+    assert pickle.loads(pickle.dumps(p.steps[1])) == p.steps[1]
+    with pytest.raises(po.UsageError, match="no inputs"):
+        po.Pipeline.from_steps(p.steps, time="ts").plan()
+    assert [op["name"] for op in po.Pipeline.from_steps(p.steps, time="ts").plan(t.schema)] == ["filter", "sessionize"]
+
+
+def test_experiment_is_the_one_benchmark_option_and_changes_no_result():
+    t = pa.table({"ts": list(range(100)), "k": [i % 3 for i in range(100)]})
+    p = po.Pipeline(t, time="ts").sessionize("k", gap=5)
+    assert p.run(threads=2, experiment=po.Experiment(rate=1e6)).to_arrow().equals(p.run(threads=2).to_arrow())
+    with pytest.raises(ValueError, match="rate"):
+        po.Experiment(rate=-1)
+    with pytest.raises(TypeError, match="Experiment"):
+        p.run(experiment={"rate": 1.0})
+    with pytest.raises(TypeError, match="Experiment"):
+        po.aggregate(t, time="ts", window=po.tumbling(10), aggs={"n": po.count()}, experiment=0.5)
