@@ -172,7 +172,6 @@ void export_batch(const Batch& batch, ArrowArray* out) {
   holder->children.resize(schema.fields.size());
   for (size_t i = 0; i < schema.fields.size(); ++i) {
     const Column& col = batch.column(i);
-    const Layout layout = schema.fields[i].type.layout();
     auto child = std::make_unique<ColumnHolder>();
     child->owner = batch.owner();
     child->buffers[0] = col.validity;
@@ -182,7 +181,7 @@ void export_batch(const Batch& batch, ArrowArray* out) {
     c.length = batch.num_rows();
     c.null_count = col.validity == nullptr ? 0 : col.null_count;
     c.offset = col.offset;
-    c.n_buffers = (layout == Layout::kOffsets32 || layout == Layout::kOffsets64) ? 3 : 2;
+    c.n_buffers = is_string(schema.fields[i].type.id) ? 3 : 2;
     c.n_children = 0;
     c.buffers = child->buffers;
     c.children = nullptr;

@@ -53,9 +53,7 @@ Batch import_batch(ArrowArray* raw, std::shared_ptr<const Schema> schema, std::s
   for (size_t i = 0; i < ncols; ++i) {
     const ArrowArray& c = *a.children[i];
     const Field& field = schema->fields[i];
-    const Layout layout = field.type.layout();
-    const int64_t want_buffers =
-        (layout == Layout::kOffsets32 || layout == Layout::kOffsets64) ? 3 : 2;
+    const int64_t want_buffers = is_string(field.type.id) ? 3 : 2;
     if (c.n_buffers != want_buffers) {
       throw fail("column '" + field.name + "' has " + std::to_string(c.n_buffers) +
                  " buffers; type " + field.type.to_string() + " has " +

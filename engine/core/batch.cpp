@@ -1,5 +1,6 @@
 #include "core/batch.h"
 
+#include <cstring>
 #include <new>
 
 namespace pao {
@@ -15,11 +16,15 @@ Batch Batch::slice(int64_t start, int64_t length) const {
   return Batch(schema_, length, std::move(columns), owner_);
 }
 
-Buffer::Buffer(size_t size) : size_(size) {
-  // aligned_alloc wants a multiple of the alignment; one spare line also makes size 0 valid.
-  const size_t rounded = (size + 64) & ~size_t{63};
-  data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, rounded)));
-  if (!data_) throw std::bad_alloc();
+void Buffer::reallocate(size_t capacity) {
+  // aligned_alloc wants a multiple of the alignment; one spare line also makes size 0 valid, so a
+  // column's data pointer is never null, even for zero rows.
+  const size_t rounded = (capacity + 64) & ~size_t{63};
+  auto* fresh = static_cast<uint8_t*>(std::aligned_alloc(64, rounded));
+  if (fresh == nullptr) throw std::bad_alloc();
+  if (size_ > 0) std::memcpy(fresh, data_.get(), size_);
+  data_.reset(fresh);
+  capacity_ = rounded;
 }
 
 }  // namespace pao

@@ -6,11 +6,14 @@
 // Batch, slice or exported array referring to it is gone); for a batch the engine built it holds
 // the engine's buffers. Copying or slicing a Batch never copies data.
 #include <cstdint>
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <vector>
 
+#include "core/bits.h"
 #include "core/types.h"
 
 namespace pao {
@@ -26,8 +29,7 @@ struct Column {
 
   bool is_valid(int64_t i) const noexcept {
     if (validity == nullptr) return true;
-    const int64_t bit = offset + i;
-    return (validity[bit >> 3] >> (bit & 7)) & 1;
+    return get_bit(validity, offset + i);
   }
   // True when the view may contain nulls (the null count is unknown or positive).
   bool may_have_nulls() const noexcept { return validity != nullptr && null_count != 0; }
@@ -79,20 +81,71 @@ class BatchSource {
   virtual std::optional<Batch> next() = 0;
 };
 
-// 64-byte aligned, uninitialised memory the engine allocates for the batches it builds.
+// Memory the engine allocates for the batches it builds: 64-byte aligned (the alignment the Arrow
+// format recommends, so kernels may use aligned vector loads) and uninitialised. A growing buffer
+// (ColumnBuilder's) keeps spare capacity, doubling as it grows, so appends cost amortised O(1).
 class Buffer {
  public:
   Buffer() = default;
-  explicit Buffer(size_t size);
+  explicit Buffer(size_t size) {
+    reallocate(size);
+    size_ = size;
+  }
   uint8_t* data() const noexcept { return data_.get(); }
   size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+  // Keeps the first min(size(), n) bytes; bytes past them are uninitialised.
+  void resize(size_t n) {
+    if (n > capacity_) reallocate(std::max(n, 2 * capacity_));
+    size_ = n;
+  }
+  void reserve(size_t n) {
+    if (n > capacity_) reallocate(n);
+  }
+  void push_back(uint8_t byte) {
+    resize(size_ + 1);
+    data_.get()[size_ - 1] = byte;
+  }
+  uint8_t& back() noexcept { return data_.get()[size_ - 1]; }
+  // `n` more bytes at the end; returns where they go.
+  uint8_t* grow_by(size_t n) {
+    resize(size_ + n);
+    return data_.get() + size_ - n;
+  }
 
  private:
+  void reallocate(size_t capacity);
+
   struct Free {
     void operator()(uint8_t* p) const noexcept { std::free(p); }
   };
   std::unique_ptr<uint8_t, Free> data_;
   size_t size_ = 0;
+  size_t capacity_ = 0;
+};
+
+// The memory of a batch the engine built, to be the Batch's owner: the buffers it allocated and
+// the owners of memory it shares (the input batch whose columns it passes through, a borrowed
+// bitmap). Buffers' data never moves once added, so columns may point into them at once.
+class BatchMemory {
+ public:
+  uint8_t* allocate(size_t size) { return add(Buffer(size)); }
+  uint8_t* allocate_zeroed(size_t size) {
+    uint8_t* p = allocate(size);
+    std::memset(p, 0, size);
+    return p;
+  }
+  // Takes a filled buffer (a builder's); returns its data.
+  uint8_t* add(Buffer buffer) {
+    buffers_.push_back(std::move(buffer));
+    return buffers_.back().data();
+  }
+  void share(std::shared_ptr<const void> owner) { shared_.push_back(std::move(owner)); }
+
+ private:
+  std::vector<Buffer> buffers_;
+  std::vector<std::shared_ptr<const void>> shared_;
 };
 
 }  // namespace pao

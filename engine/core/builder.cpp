@@ -7,17 +7,17 @@
 namespace pao {
 
 ColumnBuilder::ColumnBuilder(DataType type) : type_(std::move(type)), width_(type_.byte_width()) {
-  if (type_.layout() == Layout::kOffsets32 || type_.layout() == Layout::kOffsets64) offsets_.push_back(0);
+  if (is_string(type_.id)) offsets_.push_back(0);
 }
 
 void ColumnBuilder::reserve(int64_t rows) {
   const auto n = static_cast<size_t>(rows);
   switch (type_.layout()) {
     case Layout::kBits:
-      values_.reserve(n / 8 + 2);
+      values_.reserve(n / 8 + 1);
       break;
     case Layout::kFixed:
-      values_.reserve(n * static_cast<size_t>(width_) + 1);
+      values_.reserve(n * static_cast<size_t>(width_));
       break;
     default:
       offsets_.reserve(n + 1);
@@ -47,7 +47,8 @@ void ColumnBuilder::append_repeat(const void* value, int64_t n) {
 
 void ColumnBuilder::append_null() {
   if (nulls_ == 0) {  // the first null: every earlier value is valid, the bits past them clear
-    validity_.assign(static_cast<size_t>((size_ + 7) / 8), 0xFF);
+    validity_.resize(static_cast<size_t>(bitmap_bytes(size_)));
+    std::memset(validity_.data(), 0xFF, validity_.size());
     if ((size_ & 7) != 0) validity_.back() = static_cast<uint8_t>((1u << (size_ & 7)) - 1);
   }
   if ((size_ & 7) == 0) validity_.push_back(0);
@@ -56,7 +57,7 @@ void ColumnBuilder::append_null() {
       if ((size_ & 7) == 0) values_.push_back(0);
       break;
     case Layout::kFixed:
-      values_.resize(values_.size() + static_cast<size_t>(width_), 0);
+      std::memset(values_.grow_by(static_cast<size_t>(width_)), 0, static_cast<size_t>(width_));
       break;
     default:
       offsets_.push_back(offsets_.back());
@@ -73,61 +74,55 @@ void ColumnBuilder::append_bool(bool value) {
 }
 
 void ColumnBuilder::append_string(std::string_view value) {
-  data_.insert(data_.end(), value.begin(), value.end());
+  if (!value.empty()) std::memcpy(data_.grow_by(value.size()), value.data(), value.size());
   offsets_.push_back(static_cast<int64_t>(data_.size()));
   mark_valid();
 }
 
-Column ColumnBuilder::finish(std::vector<std::vector<uint8_t>>& owner) {
+Column ColumnBuilder::finish(BatchMemory& memory) {
   Column c;
   c.null_count = nulls_;
-  if (nulls_ > 0) {
-    owner.push_back(std::move(validity_));
-    c.validity = owner.back().data();
-  }
+  if (nulls_ > 0) c.validity = memory.add(std::move(validity_));
   switch (type_.layout()) {
     case Layout::kBits:
     case Layout::kFixed:
-      values_.push_back(0);  // never a null data pointer, even for zero rows
-      owner.push_back(std::move(values_));
-      c.values = owner.back().data();
+      c.values = memory.add(std::move(values_));  // never null, even for zero rows (Buffer)
       break;
     case Layout::kOffsets32: {
       if (offsets_.back() > std::numeric_limits<int32_t>::max()) {
         throw Error(ErrorKind::kInvalidInput, "a string column of the result passes 2 GiB in one batch");
       }
-      std::vector<uint8_t> narrow(offsets_.size() * sizeof(int32_t));
-      auto* o = reinterpret_cast<int32_t*>(narrow.data());
+      auto* o = reinterpret_cast<int32_t*>(memory.allocate(offsets_.size() * sizeof(int32_t)));
       for (size_t i = 0; i < offsets_.size(); ++i) o[i] = static_cast<int32_t>(offsets_[i]);
-      owner.push_back(std::move(narrow));
-      c.values = owner.back().data();
+      c.values = o;
       break;
     }
     case Layout::kOffsets64: {
-      std::vector<uint8_t> wide(offsets_.size() * sizeof(int64_t));
-      std::memcpy(wide.data(), offsets_.data(), wide.size());
-      owner.push_back(std::move(wide));
-      c.values = owner.back().data();
+      uint8_t* o = memory.allocate(offsets_.size() * sizeof(int64_t));
+      std::memcpy(o, offsets_.data(), offsets_.size() * sizeof(int64_t));
+      c.values = o;
       break;
     }
   }
-  if (type_.layout() == Layout::kOffsets32 || type_.layout() == Layout::kOffsets64) {
-    data_.push_back(0);
-    owner.push_back(std::move(data_));
-    c.data = owner.back().data();
-  }
+  if (is_string(type_.id)) c.data = memory.add(std::move(data_));
   *this = ColumnBuilder(type_);
   return c;
 }
 
+std::vector<ColumnBuilder> builders_of(std::initializer_list<DataType> types) {
+  std::vector<ColumnBuilder> out;
+  out.reserve(types.size());
+  for (const DataType& t : types) out.emplace_back(t);
+  return out;
+}
+
 Batch finish_batch(std::shared_ptr<const Schema> schema, std::vector<ColumnBuilder>& builders) {
-  auto owner = std::make_shared<std::vector<std::vector<uint8_t>>>();
-  owner->reserve(builders.size() * 3);  // no reallocation: columns point into the vectors' data
+  auto memory = std::make_shared<BatchMemory>();
   const int64_t rows = builders.empty() ? 0 : builders[0].size();
   std::vector<Column> columns;
   columns.reserve(builders.size());
-  for (ColumnBuilder& b : builders) columns.push_back(b.finish(*owner));
-  return Batch(std::move(schema), rows, std::move(columns), std::move(owner));
+  for (ColumnBuilder& b : builders) columns.push_back(b.finish(*memory));
+  return Batch(std::move(schema), rows, std::move(columns), std::move(memory));
 }
 
 }  // namespace pao

@@ -3,6 +3,7 @@
 // creates from scratch. gather() is the bulk path for copying rows of existing batches.
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -26,27 +27,23 @@ class ColumnBuilder {
   // Fixed layout: the low byte_width() bytes of `value` (little-endian), so a caller holding an
   // int64 writes an int32 column by passing the int64's address.
   void append_fixed(const void* value) {
-    const size_t w = static_cast<size_t>(width_);
-    const size_t at = values_.size();
-    values_.resize(at + w);
-    std::memcpy(values_.data() + at, value, w);
+    std::memcpy(values_.grow_by(static_cast<size_t>(width_)), value, static_cast<size_t>(width_));
     mark_valid();
   }
   // Fixed layout: `n` valid values, written by the caller into the n * byte_width() bytes at the
   // returned pointer (valid until the next append). The bulk path of emitting a window's rows.
   uint8_t* append_fixed_n(int64_t n) {
-    const size_t at = values_.size();
-    values_.resize(at + static_cast<size_t>(n * width_));
+    uint8_t* at = values_.grow_by(static_cast<size_t>(n * width_));
     mark_valid_n(n);
-    return values_.data() + at;
+    return at;
   }
   // Fixed layout: `n` copies of `value`.
   void append_repeat(const void* value, int64_t n);
   void append_bool(bool value);
   void append_string(std::string_view value);
 
-  // Moves the values into `owner` and returns a column over them; the builder is empty after.
-  Column finish(std::vector<std::vector<uint8_t>>& owner);
+  // Moves the values into `memory` and returns a column over them; the builder is empty after.
+  Column finish(BatchMemory& memory);
 
  private:
   // The validity bitmap exists only once a null was appended (nulls_ > 0): until then every
@@ -64,13 +61,17 @@ class ColumnBuilder {
   int width_;
   int64_t size_ = 0;
   int64_t nulls_ = 0;
-  std::vector<uint8_t> validity_;
-  std::vector<uint8_t> values_;   // fixed values or bool bits
-  std::vector<int64_t> offsets_;  // strings
-  std::vector<uint8_t> data_;     // string bytes
+  Buffer validity_;
+  Buffer values_;                 // fixed values or bool bits
+  std::vector<int64_t> offsets_;  // strings (narrowed to int32 by finish() for utf8)
+  Buffer data_;                   // string bytes
 };
 
-// A batch of `schema` from one builder per field, all of the same size.
+// One empty builder per type, in order (a braced list of builders would copy them, and a builder
+// owns its buffers, so it only moves).
+std::vector<ColumnBuilder> builders_of(std::initializer_list<DataType> types);
+
+// A batch of `schema` from one builder per field, all of the same size, owning their memory.
 Batch finish_batch(std::shared_ptr<const Schema> schema, std::vector<ColumnBuilder>& builders);
 
 }  // namespace pao

@@ -8,21 +8,7 @@
 namespace pao {
 namespace {
 
-inline bool get_bit(const uint8_t* bits, int64_t i) noexcept { return (bits[i >> 3] >> (i & 7)) & 1; }
-inline void set_bit(uint8_t* bits, int64_t i, bool v) noexcept {
-  // Destination bytes start zeroed, so setting is enough.
-  bits[i >> 3] |= static_cast<uint8_t>(v) << (i & 7);
-}
 
-// The memory of one built batch: its buffers live exactly as long as this does.
-struct OwnedBuffers {
-  std::vector<Buffer> buffers;
-  uint8_t* add(size_t size, bool zeroed) {
-    buffers.emplace_back(size);
-    if (zeroed) std::memset(buffers.back().data(), 0, size);
-    return buffers.back().data();
-  }
-};
 
 // Per-source pointers of one column, resolved once per column rather than once per segment.
 struct SourceColumn {
@@ -67,12 +53,12 @@ int64_t gather_bitmap(std::span<const SourceColumn> src, std::span<const Segment
     const SourceColumn& c = src[s.source];
     const auto* bits = validity ? c.validity : static_cast<const uint8_t*>(c.values);
     if (bits == nullptr) {
-      for (int64_t i = 0; i < s.length; ++i) set_bit(out, o++, true);
+      for (int64_t i = 0; i < s.length; ++i) or_bit(out, o++, true);
       continue;
     }
     for (int64_t i = c.offset + s.start, e = i + s.length; i < e; ++i) {
       const bool v = get_bit(bits, i);
-      set_bit(out, o++, v);
+      or_bit(out, o++, v);
       zeros += !v;
     }
   }
@@ -81,7 +67,7 @@ int64_t gather_bitmap(std::span<const SourceColumn> src, std::span<const Segment
 
 template <class Offset>
 void gather_strings(std::span<const SourceColumn> src, std::span<const Segment> segments,
-                    const std::string& name, int64_t num_rows, OwnedBuffers& owned, Column& out) {
+                    const std::string& name, int64_t num_rows, BatchMemory& owned, Column& out) {
   std::vector<const Offset*> base(src.size());
   for (size_t i = 0; i < src.size(); ++i) base[i] = static_cast<const Offset*>(src[i].values) + src[i].offset;
   int64_t total = 0;
@@ -94,8 +80,8 @@ void gather_strings(std::span<const SourceColumn> src, std::span<const Segment> 
                 "column '" + name + "' holds more than 2 GiB of string data in one output batch; "
                 "pass a smaller batch_size or use large_string");
   }
-  auto* offsets = reinterpret_cast<Offset*>(owned.add((num_rows + 1) * sizeof(Offset), false));
-  uint8_t* bytes = owned.add(static_cast<size_t>(total), false);
+  auto* offsets = reinterpret_cast<Offset*>(owned.allocate((num_rows + 1) * sizeof(Offset)));
+  uint8_t* bytes = owned.allocate(static_cast<size_t>(total));
   Offset pos = 0;
   Offset* next = offsets;
   *next++ = 0;
@@ -117,10 +103,9 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
              std::span<const Segment> segments) {
   int64_t num_rows = 0;
   for (const Segment& s : segments) num_rows += s.length;
-  auto owned = std::make_shared<OwnedBuffers>();
-  owned->buffers.reserve(schema->fields.size() * 3);
+  auto owned = std::make_shared<BatchMemory>();
   std::vector<Column> columns(schema->fields.size());
-  const auto bitmap_bytes = static_cast<size_t>((num_rows + 7) / 8);
+  const auto bitmap_size = static_cast<size_t>(bitmap_bytes(num_rows));
 
   for (size_t col = 0; col < columns.size(); ++col) {
     Column& out = columns[col];
@@ -129,7 +114,7 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
     bool any_nulls = false;
     for (const Segment& seg : segments) any_nulls |= src[seg.source].validity != nullptr;
     if (any_nulls) {
-      uint8_t* validity = owned->add(bitmap_bytes, true);
+      uint8_t* validity = owned->allocate_zeroed(bitmap_size);
       out.null_count = gather_bitmap(src, segments, true, validity);
       out.validity = validity;
     }
@@ -137,13 +122,13 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
     const DataType& type = schema->fields[col].type;
     switch (type.layout()) {
       case Layout::kBits: {
-        uint8_t* bits = owned->add(bitmap_bytes, true);
+        uint8_t* bits = owned->allocate_zeroed(bitmap_size);
         gather_bitmap(src, segments, false, bits);
         out.values = bits;
         break;
       }
       case Layout::kFixed: {
-        uint8_t* values = owned->add(static_cast<size_t>(num_rows) * type.byte_width(), false);
+        uint8_t* values = owned->allocate(static_cast<size_t>(num_rows) * type.byte_width());
         switch (type.byte_width()) {
           case 1: gather_fixed(std::span(src), segments, values); break;
           case 2: gather_fixed(std::span(src), segments, reinterpret_cast<uint16_t*>(values)); break;

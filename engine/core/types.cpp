@@ -212,6 +212,7 @@ std::string format_time_value(int64_t value, const DataType& type) {
 
 bool is_signed_integer(TypeId id) noexcept { return id >= TypeId::kInt8 && id <= TypeId::kInt64; }
 bool is_unsigned_integer(TypeId id) noexcept { return id >= TypeId::kUInt8 && id <= TypeId::kUInt64; }
+bool is_string(TypeId id) noexcept { return id == TypeId::kUtf8 || id == TypeId::kLargeUtf8; }
 bool is_signed_storage(TypeId id) noexcept {
   return is_signed_integer(id) || id == TypeId::kDate32 || id == TypeId::kTimestamp;
 }

@@ -61,6 +61,8 @@ std::optional<DataType> parse_type_name(std::string_view name);
 // Integer types: int8..int64, and uint8..uint64.
 bool is_signed_integer(TypeId id) noexcept;
 bool is_unsigned_integer(TypeId id) noexcept;
+// utf8 and large_utf8.
+bool is_string(TypeId id) noexcept;
 // Types whose values are two's-complement integers (sign-extended when widened): the signed
 // integers, date32 and timestamp.
 bool is_signed_storage(TypeId id) noexcept;

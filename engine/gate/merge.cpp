@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/gather.h"
+#include "core/order_key.h"
 #include "gate/times.h"
 
 namespace pao::gate {
@@ -28,6 +29,10 @@ class Merge final : public BatchSource {
   Merge(std::vector<std::unique_ptr<BatchSource>> inputs, MergeOptions options)
       : options_(std::move(options)) {
     if (inputs.empty()) throw Error(ErrorKind::kInvalidInput, "merge needs at least one input");
+    // The loser tree's keys name up to 2 * (inputs rounded up to a power of two) leaves.
+    if (inputs.size() > (size_t{1} << (OrderKey::kInputBits - 1))) {
+      throw Error(ErrorKind::kInvalidInput, "merge takes at most 2^23 inputs, got " + std::to_string(inputs.size()));
+    }
     if (options_.batch_size < 1) {
       throw Error(ErrorKind::kInvalidInput,
                   "batch_size must be at least 1, got " + std::to_string(options_.batch_size));
@@ -65,20 +70,16 @@ class Merge final : public BatchSource {
   }
 
  private:
-  // An input's current row as a tournament key: (time, order) packed into one unsigned 128-bit
-  // integer, time (sign bit flipped, so signed order becomes unsigned order) in the high half and
-  // order in the low half, so the merged order is plain integer order: one compare, and selects
-  // the compiler turns into conditional moves. order is the input index while the input is live;
-  // an input that has ended (and each padding leaf) gets time INT64_MAX and order leaves_ + input,
-  // so it sorts after every live input, even one whose time is INT64_MAX.
-  using Key = unsigned __int128;
-  static Key make_key(int64_t time, uint32_t order) noexcept {
-    return (static_cast<Key>(static_cast<uint64_t>(time) ^ (uint64_t{1} << 63)) << 64) | order;
-  }
-  static int64_t key_time(Key k) noexcept {
-    return static_cast<int64_t>(static_cast<uint64_t>(k >> 64) ^ (uint64_t{1} << 63));
-  }
-  static uint32_t key_order(Key k) noexcept { return static_cast<uint32_t>(k); }
+  // An input's current row as a tournament key: the packed merged-order key (core/order_key.h),
+  // so the merged order is plain integer order: one compare, and selects the compiler turns into
+  // conditional moves. Its input part is the input index while the input is live (its position
+  // part stays 0: the tree only ever compares rows of different inputs); an input that has ended
+  // (and each padding leaf) gets time INT64_MAX and input part leaves_ + input, so it sorts after
+  // every live input, even one whose time is INT64_MAX.
+  using Key = OrderKey::Packed;
+  static Key make_key(int64_t time, uint32_t order) noexcept { return OrderKey::of(time, order, 0).packed(); }
+  static int64_t key_time(Key k) noexcept { return OrderKey::unpack(k).time; }
+  static uint32_t key_order(Key k) noexcept { return OrderKey::unpack(k).input(); }
   Key ended_key(uint32_t input) const noexcept {
     return make_key(std::numeric_limits<int64_t>::max(), leaves_ + input);
   }

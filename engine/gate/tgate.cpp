@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -14,23 +15,6 @@ namespace {
 
 constexpr int kMaxHeight = 20;
 constexpr uint64_t kIdle = ~uint64_t{0};
-constexpr int kPositionBits = 40;
-
-// Packed merged-order key: the time with its sign bit flipped (so unsigned order is signed
-// order) above (input index, position). Unique per tuple, so the list never holds equal keys.
-inline Key make_key(int64_t time, uint32_t input, uint64_t position) noexcept {
-  const uint64_t hi = static_cast<uint64_t>(time) ^ (uint64_t{1} << 63);
-  const uint64_t lo = (uint64_t{input} << kPositionBits) | position;
-  return (static_cast<Key>(hi) << 64) | lo;
-}
-inline int64_t key_time(Key k) noexcept {
-  return static_cast<int64_t>(static_cast<uint64_t>(k >> 64) ^ (uint64_t{1} << 63));
-}
-inline uint32_t key_input(Key k) noexcept { return static_cast<uint32_t>(static_cast<uint64_t>(k) >> kPositionBits); }
-inline uint64_t key_position(Key k) noexcept {
-  return static_cast<uint64_t>(k) & ((uint64_t{1} << kPositionBits) - 1);
-}
-
 }  // namespace
 
 struct TGate::Node {
@@ -59,20 +43,20 @@ static_assert(alignof(TGate::Node) <= 16);
 
 // Per input. The first block is written by the input's producer and read by readers and
 // reclaim(); the second is the producer's own.
-struct alignas(64) TGate::InputState {
+struct alignas(sync::kCacheLine) TGate::InputState {
   std::atomic<uint64_t> published{0};  // tuples linked into the list (release after linking)
   std::atomic<int64_t> bound{INT64_MIN};  // least time still to come (release)
   std::atomic<bool> closed{false};        // release after the last link
   std::atomic<size_t> live_arenas{0};     // inserted, not yet freed
   std::atomic<Arena*> first{nullptr};     // the input's first arena, for reclaim()
-  alignas(64) Arena* tail = nullptr;      // producer: newest arena
+  alignas(sync::kCacheLine) Arena* tail = nullptr;  // producer: newest arena
   uint64_t next_position = 0;             // producer
   int64_t bound_local = INT64_MIN;        // producer: mirror of bound
   Arena* reclaim_cursor = nullptr;        // reclaim(): oldest arena not yet retired
   bool reclaim_done = false;              // reclaim(): every arena of the closed input retired
 };
 
-struct alignas(64) TGate::ReaderState {
+struct alignas(sync::kCacheLine) TGate::ReaderState {
   Node* head = nullptr;                   // last node returned (or the sentinel)
   std::atomic<Node*> shared_head{nullptr};  // head, published for reclaim() (release)
   std::vector<uint64_t> passed;           // per input: tuples of it this reader returned
@@ -86,7 +70,7 @@ struct alignas(64) TGate::ReaderState {
   uint32_t since_reclaim = 0;
 };
 
-struct alignas(64) TGate::ProducerState {
+struct alignas(sync::kCacheLine) TGate::ProducerState {
   std::atomic<uint64_t> announce{kIdle};  // epoch while inside an insert, else kIdle
   Node* preds[kMaxHeight];                // hints: predecessors of the last key at each level
   Node* succs[kMaxHeight];
@@ -94,7 +78,13 @@ struct alignas(64) TGate::ProducerState {
 };
 
 TGate::TGate(TGateOptions options) : options_(options) {
-  if (options_.inputs == 0 || options_.inputs >= (size_t{1} << 24)) {
+  // Layout (checked here, where the private types are visible): each input's, reader's and
+  // producer's state starts a cache line, and an input's producer-only block starts one of its
+  // own, apart from the block readers load.
+  static_assert(alignof(InputState) == sync::kCacheLine && alignof(ReaderState) == sync::kCacheLine &&
+                alignof(ProducerState) == sync::kCacheLine);
+  static_assert(offsetof(InputState, tail) % sync::kCacheLine == 0 && offsetof(InputState, tail) > 0);
+  if (options_.inputs == 0 || options_.inputs >= (size_t{1} << OrderKey::kInputBits)) {
     throw Error(ErrorKind::kInvalidInput, "a T-Gate needs between 1 and 2^24 - 1 inputs");
   }
   if (options_.readers == 0 || options_.producers == 0 || options_.arena_rows < 1 ||
@@ -103,7 +93,7 @@ TGate::TGate(TGateOptions options) : options_(options) {
                                           "one row per arena and two arenas per input");
   }
   const size_t head_bytes = sizeof(Node) + kMaxHeight * sizeof(std::atomic<Node*>);
-  void* mem = ::operator new(head_bytes, std::align_val_t{64});
+  void* mem = ::operator new(head_bytes, std::align_val_t{sync::kCacheLine});
   head_ = new (mem) Node{0, nullptr, 0, kMaxHeight};
   for (int l = 0; l < kMaxHeight; ++l) new (&head_->next()[l]) std::atomic<Node*>(nullptr);
 
@@ -144,8 +134,8 @@ TGate::~TGate() {
     }
   }
   head_->~Node();
-  ::operator delete(head_, std::align_val_t{64});
-  for (const Block& b : pool_) ::operator delete(b.memory, std::align_val_t{64});
+  ::operator delete(head_, std::align_val_t{sync::kCacheLine});
+  for (const Block& b : pool_) ::operator delete(b.memory, std::align_val_t{sync::kCacheLine});
 }
 
 TGate::Arena* TGate::make_arena(size_t slot, uint32_t input, const Batch& batch, const int64_t* times) {
@@ -172,12 +162,12 @@ TGate::Arena* TGate::make_arena(size_t slot, uint32_t input, const Batch& batch,
   a->input = input;
   auto* at = static_cast<uint8_t*>(mem) + ((sizeof(Arena) + 15) & ~size_t{15});
   for (size_t r = 0; r < n; ++r) {
-    auto* node = new (at) Node{make_key(times[r], input, in.next_position + r), a,
+    auto* node = new (at) Node{OrderKey::of(times[r], input, in.next_position + r).packed(), a,
                                static_cast<uint32_t>(r), heights[r]};
     for (int l = 0; l < heights[r]; ++l) new (&node->next()[l]) std::atomic<Node*>(nullptr);
     at += (sizeof(Node) + heights[r] * sizeof(std::atomic<Node*>) + 15) & ~size_t{15};
   }
-  a->last_key = make_key(times[n - 1], input, in.next_position + n - 1);
+  a->last_key = OrderKey::of(times[n - 1], input, in.next_position + n - 1).packed();
   const size_t live = live_arenas_total_.fetch_add(1, std::memory_order_relaxed) + 1;
   size_t peak = peak_live_arenas_.load(std::memory_order_relaxed);
   while (live > peak && !peak_live_arenas_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
@@ -203,13 +193,13 @@ void TGate::free_arena(Arena* a) {
 // freed after reclamation, each node store in make_arena() went to memory not in cache (the
 // largest T-Gate cost in a perf profile of the sliced design on W-OI). A few freed blocks are kept
 // and reused, newest first, as the most likely to be in cache still. Small arenas (a push of a few
-// rows, insert_tuple()) are not pooled: they are allocated at their size. The pool's mutex is taken
+// rows) are not pooled: they are allocated at their size. The pool's mutex is taken
 // once per arena, by a producer or the reclaiming thread; it also orders the freeing thread's last
 // access to a block before the next owner's first write.
 void* TGate::take_block(size_t bytes, size_t& capacity) {
   if (bytes < kBlockQuantum) {
     capacity = bytes;
-    return ::operator new(bytes, std::align_val_t{64});
+    return ::operator new(bytes, std::align_val_t{sync::kCacheLine});
   }
   {
     std::lock_guard lock(pool_mutex_);
@@ -224,7 +214,7 @@ void* TGate::take_block(size_t bytes, size_t& capacity) {
   }
   // Rounded up, so that arenas of nearly the same size (random node heights) share blocks.
   capacity = (bytes + kBlockQuantum - 1) / kBlockQuantum * kBlockQuantum;
-  return ::operator new(capacity, std::align_val_t{64});
+  return ::operator new(capacity, std::align_val_t{sync::kCacheLine});
 }
 
 void TGate::give_block(void* memory, size_t capacity) {
@@ -235,7 +225,7 @@ void TGate::give_block(void* memory, size_t capacity) {
       return;
     }
   }
-  ::operator delete(memory, std::align_val_t{64});
+  ::operator delete(memory, std::align_val_t{sync::kCacheLine});
 }
 
 // Epoch-based protection of a producer's walk (reclaim() explains the grace periods). The
@@ -261,6 +251,7 @@ void TGate::link_arena(ProducerState& p, Arena* arena) {
     at += (sizeof(Node) + node->height * sizeof(std::atomic<Node*>) + 15) & ~size_t{15};
     const Key key = node->key;
     const int h = node->height;
+    // Relaxed: a search hint here, and raised before the node is linked (tgate.h, top_level_).
     int top = top_level_.load(std::memory_order_relaxed);
     while (h - 1 > top && !top_level_.compare_exchange_weak(top, h - 1, std::memory_order_relaxed)) {
     }
@@ -324,8 +315,8 @@ void TGate::link_arena(ProducerState& p, Arena* arena) {
     }
     // Publish for readers: after the link (release), so a reader that sees the count also sees
     // the node in the list. The bound likewise, after the link.
-    in.published.store(key_position(key) + 1, std::memory_order_release);
-    const int64_t t = key_time(key);
+    in.published.store(OrderKey::unpack(key).position() + 1, std::memory_order_release);
+    const int64_t t = OrderKey::unpack(key).time;
     if (t > in.bound_local) {
       in.bound_local = t;
       in.bound.store(t, std::memory_order_release);
@@ -344,7 +335,7 @@ bool TGate::insert(size_t slot, uint32_t input, const Batch& batch, const int64_
     // every reader, so the least of them is ready and readers make room.
     while (in.live_arenas.load(std::memory_order_acquire) >= options_.max_arenas_per_input) {
       if (cancelled()) return false;
-      const uint64_t seen = freed_.load(std::memory_order_acquire);
+      const uint64_t seen = freed_.value();
       // Reclaim before giving up too: the readers free arenas only every 1024 tuples or when
       // they run dry, and a reader that ran dry may sleep until the next insert, which a
       // producer that gave up without freeing anything would never make (one input, small
@@ -352,15 +343,8 @@ bool TGate::insert(size_t slot, uint32_t input, const Batch& batch, const int64_
       reclaim();
       if (in.live_arenas.load(std::memory_order_acquire) < options_.max_arenas_per_input) break;
       if (first && !wait) return false;
-      waiters_.fetch_add(1, std::memory_order_seq_cst);
-      {
-        std::unique_lock lock(mutex_);
-        // Timed as a safety net only; the wake-up comes from reclaim() or cancel().
-        cv_.wait_for(lock, std::chrono::milliseconds(2), [&] {
-          return freed_.load(std::memory_order_acquire) != seen || cancelled();
-        });
-      }
-      waiters_.fetch_sub(1, std::memory_order_relaxed);
+      // The wake-up comes from reclaim() or cancel().
+      freed_.wait(seen, std::chrono::milliseconds(2), [&] { return cancelled(); });
     }
     if (cancelled()) return false;
     first = false;
@@ -377,13 +361,9 @@ bool TGate::insert(size_t slot, uint32_t input, const Batch& batch, const int64_
       in.tail->next_in_input.store(a, std::memory_order_release);
     }
     in.tail = a;
-    bump_progress();
+    progress_.notify();
   }
   return true;
-}
-
-void TGate::insert_tuple(size_t slot, uint32_t input, const Batch& batch, int64_t row, int64_t time) {
-  insert(slot, input, batch.slice(row, 1), &time);
 }
 
 void TGate::heartbeat(uint32_t input, int64_t time) {
@@ -391,42 +371,23 @@ void TGate::heartbeat(uint32_t input, int64_t time) {
   if (time > in.bound_local) {
     in.bound_local = time;
     in.bound.store(time, std::memory_order_release);
-    bump_progress();
+    progress_.notify();
   }
 }
 
 void TGate::close(uint32_t input) {
   inputs_[input].closed.store(true, std::memory_order_release);
-  bump_progress();
+  progress_.notify();
 }
 
 void TGate::cancel() {
   cancelled_.store(true, std::memory_order_release);
-  bump_progress();
-  freed_.fetch_add(1, std::memory_order_release);
-  std::lock_guard lock(mutex_);
-  cv_.notify_all();
-}
-
-void TGate::bump_progress() {
-  progress_.fetch_add(1, std::memory_order_seq_cst);
-  // A waiter increments waiters_ (seq_cst) before re-checking progress_ under the mutex, so
-  // either it sees our increment or we see it waiting.
-  if (waiters_.load(std::memory_order_seq_cst) > 0) {
-    std::lock_guard lock(mutex_);
-    cv_.notify_all();
-  }
+  progress_.notify();
+  freed_.notify();
 }
 
 void TGate::wait_for_progress(uint64_t seen) {
-  waiters_.fetch_add(1, std::memory_order_seq_cst);
-  {
-    std::unique_lock lock(mutex_);
-    cv_.wait_for(lock, std::chrono::milliseconds(50), [&] {
-      return progress_.load(std::memory_order_seq_cst) != seen || cancelled();
-    });
-  }
-  waiters_.fetch_sub(1, std::memory_order_relaxed);
+  progress_.wait(seen, std::chrono::milliseconds(50), [&] { return cancelled(); });
 }
 
 ReadResult TGate::next_ready_tuple(size_t reader) {
@@ -468,8 +429,9 @@ ReadResult TGate::next_ready_tuple(size_t reader) {
   Node* x = r.head->next()[0].load(std::memory_order_acquire);
   int64_t watermark = INT64_MAX;
   if (x != nullptr) {
-    const int64_t t = key_time(x->key);
-    const uint32_t j = key_input(x->key);
+    const OrderKey xk = OrderKey::unpack(x->key);
+    const int64_t t = xk.time;
+    const uint32_t j = xk.input();
     watermark = t;
     // 3. Ready if every input still to deliver something delivers it after x: (bound, i) after
     //    (t, j) in the merged order, or closed. x's own input always does.
@@ -488,7 +450,7 @@ ReadResult TGate::next_ready_tuple(size_t reader) {
       r.head = x;
       // Release: reclaim() may read x's key through this pointer.
       r.shared_head.store(x, std::memory_order_release);
-      const uint64_t pos = key_position(x->key);
+      const uint64_t pos = xk.position();
       r.passed[j] = pos + 1;
       // j becomes exposed when x was its last linked tuple. Reload its count only when the one
       // seen does not already show a later tuple, rather than once per tuple from a cache line
@@ -524,13 +486,22 @@ ReadResult TGate::next_ready_tuple(size_t reader) {
 
 // Frees the arenas every reader has passed.
 //  1. m = the least key a reader stands on. Every node below m has been passed by all readers,
-//     and no insert can land below m (a new key exceeds every ready one), so nodes below m are
+//     and no new tuple's key is below m (a new key exceeds every ready one), so nodes below m are
 //     only reachable through the sentinel, through each other, or through a producer's walk in
 //     progress. Reader heads are at m or later; links only point forward.
-//  2. Point the sentinel's links past them. Producers never CAS a sentinel link whose node is
-//     below m (they insert after it), so only we change those links.
-//  3. Retire arenas all of whose nodes are below m (and which are not their open input's newest
-//     arena, which its producer still appends to) with the current epoch.
+//  3a. Choose the arenas to retire: all of whose nodes are below m, and which are not their open
+//     input's newest arena (its producer still appends to it). An arena stops being its input's
+//     newest only when the producer stores next_in_input (release) after link_arena() returned,
+//     or closed after its last insert, and we load those with acquire: so every link of every
+//     node of a chosen arena, at every level, happens-before the walk in 2.
+//  2. Point the sentinel's links past the nodes below m. A node below m can still be linked at a
+//     level above 0 after readers passed it (its producer links bottom up, and readers need only
+//     level 0), even at the front, replacing a link this walk set. That is why 3a comes first:
+//     such a late link is to a node of an arena not chosen, and the walk sees every link of the
+//     chosen ones. (Deciding after the walk, as this code once did, could retire an arena that a
+//     late link made reachable from the sentinel again.)
+//  3b. Retire the chosen arenas with the current epoch: now unreachable for a walk that starts
+//     after this point.
 //  4. Advance the epoch once every producer inside an insert has announced it; free what was
 //     retired two epochs ago: every producer walking then has left since.
 void TGate::reclaim() {
@@ -546,18 +517,7 @@ void TGate::reclaim() {
   }
   if (least != nullptr) {
     const Key m = least->key;
-    const int top = top_level_.load(std::memory_order_relaxed);
-    for (int l = 0; l <= top; ++l) {
-      Node* s = head_->next()[l].load(std::memory_order_acquire);
-      for (;;) {
-        Node* f = s;
-        while (f != nullptr && f->key < m) f = f->next()[l].load(std::memory_order_acquire);
-        // Expected to succeed (see 2.); retried from the new link all the same, since retiring
-        // below is safe only once no sentinel link leads below m.
-        if (f == s || head_->next()[l].compare_exchange_strong(s, f, std::memory_order_seq_cst)) break;
-      }
-    }
-    const uint64_t e = epoch_.load(std::memory_order_seq_cst);
+    // 3a. Which arenas to retire, decided before the sentinel moves (see 2. and top_level_).
     for (size_t i = 0; i < options_.inputs; ++i) {
       InputState& in = inputs_[i];
       if (in.reclaim_done) continue;
@@ -567,9 +527,7 @@ void TGate::reclaim() {
         const bool closed = in.closed.load(std::memory_order_acquire);
         Arena* next = a->next_in_input.load(std::memory_order_acquire);
         if (next == nullptr && !closed) break;
-        a->retire_epoch = e;
-        a->next_retired = retired_;
-        retired_ = a;
+        unlinking_.push_back(a);
         in.reclaim_cursor = next;
         if (next == nullptr) {
           in.reclaim_done = true;
@@ -577,6 +535,26 @@ void TGate::reclaim() {
         }
       }
     }
+    // 2. Every level a node of those arenas may be linked at is at most top (see top_level_).
+    const int top = top_level_.load(std::memory_order_relaxed);
+    for (int l = 0; l <= top; ++l) {
+      Node* s = head_->next()[l].load(std::memory_order_acquire);
+      for (;;) {
+        Node* f = s;
+        while (f != nullptr && f->key < m) f = f->next()[l].load(std::memory_order_acquire);
+        // Retried from the new link when a producer linked at the front meanwhile: retiring
+        // below is safe only once no sentinel link leads below m.
+        if (f == s || head_->next()[l].compare_exchange_strong(s, f, std::memory_order_seq_cst)) break;
+      }
+    }
+    // 3b. Retire them.
+    const uint64_t e = epoch_.load(std::memory_order_seq_cst);
+    for (Arena* a : unlinking_) {
+      a->retire_epoch = e;
+      a->next_retired = retired_;
+      retired_ = a;
+    }
+    unlinking_.clear();
   }
   uint64_t e = epoch_.load(std::memory_order_seq_cst);
   bool all_current = true;
@@ -598,13 +576,7 @@ void TGate::reclaim() {
     }
   }
   reclaiming_.clear(std::memory_order_release);
-  if (freed) {
-    freed_.fetch_add(1, std::memory_order_seq_cst);
-    if (waiters_.load(std::memory_order_seq_cst) > 0) {
-      std::lock_guard lock(mutex_);
-      cv_.notify_all();
-    }
-  }
+  if (freed) freed_.notify();
 }
 
 }  // namespace pao::gate

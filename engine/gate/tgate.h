@@ -27,7 +27,6 @@
 // busy) advances the sentinel past them and frees whole arenas under epoch-based protection
 // for producers that may still be walking those nodes. Nothing is left to a garbage collector.
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -35,10 +34,13 @@
 #include <vector>
 
 #include "core/batch.h"
+#include "core/order_key.h"
+#include "sync/cache_line.h"
+#include "sync/wakeup.h"
 
 namespace pao::gate {
 
-using Key = unsigned __int128;
+using Key = OrderKey::Packed;  // the merged-order key, packed (core/order_key.h)
 
 enum class Readiness : uint8_t {
   kExact,    // only the exposed inputs are checked: O(1) per tuple in the steady state
@@ -103,8 +105,6 @@ class TGate {
   // (ties: least index), the others heartbeated at their next times before a call may block
   // (tgate_bench.cpp; multiway.cpp's producers do the same but poll instead of blocking).
   bool insert(size_t slot, uint32_t input, const Batch& batch, const int64_t* times, bool wait = true);
-  // Single tuple form of insert (the paper's insertTuple): a one-row arena.
-  void insert_tuple(size_t slot, uint32_t input, const Batch& batch, int64_t row, int64_t time);
   // Promises that `input` sends nothing earlier than `time`. Throws kUnsorted if time is below an
   // earlier heartbeat of this input.
   void heartbeat(uint32_t input, int64_t time);
@@ -123,7 +123,7 @@ class TGate {
   // Blocks until something may have changed for readers (an insert, heartbeat, close, cancel).
   // `seen` is progress() read before the call that returned kNotReady, so no wake-up is lost.
   void wait_for_progress(uint64_t seen);
-  uint64_t progress() const noexcept { return progress_.load(std::memory_order_acquire); }
+  uint64_t progress() const noexcept { return progress_.value(); }
 
   // Frees what every reader has passed. Safe from any thread; returns at once if another
   // thread is reclaiming.
@@ -137,15 +137,14 @@ class TGate {
   struct Arena;
 
  private:
-  struct alignas(64) InputState;
-  struct alignas(64) ReaderState;
-  struct alignas(64) ProducerState;
+  struct alignas(sync::kCacheLine) InputState;
+  struct alignas(sync::kCacheLine) ReaderState;
+  struct alignas(sync::kCacheLine) ProducerState;
 
   Arena* make_arena(size_t slot, uint32_t input, const Batch& batch, const int64_t* times);
   void link_arena(ProducerState& p, Arena* arena);
   void enter(ProducerState& p);
   void leave(ProducerState& p);
-  void bump_progress();
   bool ready_against(const ReaderState& r, size_t input, int64_t time, uint32_t from) const;
   void free_arena(Arena* a);
   // Arena memory: a block of at least `bytes` (its size in *capacity), from the pool when one fits.
@@ -154,6 +153,16 @@ class TGate {
 
   TGateOptions options_;
   Node* head_;  // sentinel: key below every real key, kMaxHeight levels
+  // The highest level any node is linked at, raised (relaxed CAS) by a producer before it links a
+  // taller node, and only ever raised. Relaxed everywhere, and correct through these chains:
+  //  - producers read it only as where a search from the sentinel starts; a stale (lower) value
+  //    starts lower, which is slower but still finds every level the node needs (link_arena()
+  //    takes max(top, height - 1)), since every level's list starts at the sentinel;
+  //  - reclaim() must walk every level at which a node of an arena it retires may be linked.
+  //    That node's producer raised top_level_ before linking the node (sequenced before), its
+  //    links come before the producer's release store of next_in_input or closed, and reclaim()
+  //    loads those with acquire before it loads top_level_ (reclaim() step 3a). So the raise
+  //    happens-before the load, and coherence makes the load return it or a later, higher value.
   std::atomic<int> top_level_{0};
   std::unique_ptr<InputState[]> inputs_;
   std::unique_ptr<ReaderState[]> readers_;
@@ -163,6 +172,7 @@ class TGate {
   std::atomic<uint64_t> epoch_{2};
   std::atomic_flag reclaiming_ = ATOMIC_FLAG_INIT;
   Arena* retired_ = nullptr;  // guarded by reclaiming_
+  std::vector<Arena*> unlinking_;  // reclaim()'s chosen arenas (3a), guarded by reclaiming_
 
   // Freed arena blocks kept for reuse (take_block()).
   struct Block {
@@ -182,13 +192,10 @@ class TGate {
   std::atomic<size_t> peak_live_arenas_{0};
   std::atomic<bool> cancelled_{false};
 
-  // Wake-ups. progress_ counts events readers may wait for; freed_ counts reclamations producers
-  // may wait for. Waiters sleep on cv_; notifiers take the mutex only when someone waits.
-  std::atomic<uint64_t> progress_{0};
-  std::atomic<uint64_t> freed_{0};
-  std::atomic<int> waiters_{0};
-  std::mutex mutex_;
-  std::condition_variable cv_;
+  // Wake-ups: progress_ for readers (an insert, heartbeat, close or cancel), freed_ for producers
+  // waiting for room (a reclamation that freed arenas, or cancel).
+  sync::Wakeup progress_;
+  sync::Wakeup freed_;
 };
 
 }  // namespace pao::gate

@@ -4,7 +4,7 @@
 #include <unordered_set>
 
 #include "ops/partitioned.h"
-#include "window/keys.h"
+#include "core/key_table.h"
 
 namespace pao::ops {
 namespace {
@@ -18,7 +18,7 @@ DataType of(TypeId id) {
 // A partition's key table and one `State` per key id.
 template <class State>
 struct KeyedPart {
-  window::KeyTable keys;
+  KeyTable keys;
   std::vector<State> states;
 
   KeyedPart(const Schema& schema, const std::vector<size_t>& key_columns) : keys(schema, key_columns) {}
@@ -92,7 +92,7 @@ class Sessionize final : public PartitionedOperator<KeyedPart<Session>> {
 
   Piece process_rows(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
     auto& part = this->part(partition, in);
-    std::vector<ColumnBuilder> added{ColumnBuilder(of(TypeId::kInt64))};
+    std::vector<ColumnBuilder> added = builders_of({of(TypeId::kInt64)});
     for (int64_t r : rows) {
       Session& s = part.of(in, r);
       const int64_t t = time_.at(in, r);
@@ -125,7 +125,7 @@ struct Previous {
 
 // A partition's key table and each key's previous values (flat: key id * columns + column).
 struct PreviousPart {
-  window::KeyTable keys;
+  KeyTable keys;
   std::vector<Previous> previous;
   KeyTimes times;
 
@@ -198,7 +198,7 @@ class LagDelta final : public PartitionedOperator<PreviousPart> {
           emit_lag(p, type, added[j]);
           p.valid = valid;
           if (!valid) continue;
-          if (is_string(type)) {
+          if (is_string(type.id)) {
             p.text.assign(string_at(c, type, r));
           } else {
             p.bits = raw_bits(c, type, r);
@@ -220,7 +220,7 @@ class LagDelta final : public PartitionedOperator<PreviousPart> {
   static void emit_lag(const Previous& p, const DataType& type, ColumnBuilder& out) {
     if (!p.valid) {
       out.append_null();
-    } else if (is_string(type)) {
+    } else if (is_string(type.id)) {
       out.append_string(p.text);
     } else if (type.layout() == Layout::kBits) {
       out.append_bool(p.bits != 0);
@@ -263,7 +263,7 @@ class LagDelta final : public PartitionedOperator<PreviousPart> {
 
 // A partition's key table and one window::AggStates per aggregate, with one slot per key id.
 struct RunningPart {
-  window::KeyTable keys;
+  KeyTable keys;
   std::vector<window::AggStates> aggs;
   KeyTimes times;
 
@@ -406,9 +406,9 @@ struct PairSession {
 };
 
 // The item table gives every distinct item of the partition a dense id, its comparison (the key
-// order of window::KeyTable: numbers as numbers, strings bytewise) and its value for the output.
+// order of KeyTable: numbers as numbers, strings bytewise) and its value for the output.
 struct PairsPart : KeyedPart<PairSession> {
-  window::KeyTable items;
+  KeyTable items;
 
   PairsPart(const Schema& schema, const std::vector<size_t>& key_columns, size_t item)
       : KeyedPart(schema, key_columns), items(schema, {item}) {}
@@ -428,7 +428,7 @@ class Pairs final : public PartitionedOperator<PairsPart> {
     const DataType& item_type = input_->fields[item_].type;
     const bool integer = (is_signed_storage(item_type.id) || is_unsigned_integer(item_type.id)) &&
                          item_type.id != TypeId::kDate32 && item_type.id != TypeId::kTimestamp;
-    if (!integer && !is_string(item_type)) {
+    if (!integer && !is_string(item_type.id)) {
       throw Error(ErrorKind::kUnsupportedType, "pairs: item column '" + item_name_ + "' has type " +
                                                    item_type.to_string() + "; expected an integer or string type");
     }
@@ -458,7 +458,7 @@ class Pairs final : public PartitionedOperator<PairsPart> {
     PairsPart& part = this->part(partition, in);
     const Column& item = in.column(item_);
     const DataType& item_type = input_->fields[item_].type;
-    std::vector<ColumnBuilder> added{ColumnBuilder(item_type), ColumnBuilder(item_type)};
+    std::vector<ColumnBuilder> added = builders_of({item_type, item_type});
     std::vector<int64_t> sources;
     for (int64_t r : rows) {
       PairSession& s = part.of(in, r);

@@ -1,6 +1,6 @@
 #pragma once
 // The partitioned stateful operators of docs/pipeline.md. Each keeps its state per key, a key
-// being one or more columns compared as window::KeyTable does (null is a key of its own, -0.0
+// being one or more columns compared as KeyTable does (null is a key of its own, -0.0
 // equals 0.0, NaN equals NaN); the runtime routes a key's tuples to one partition, in arrival
 // order, and each partition has its own key table and state, so no call takes a lock. Per key the
 // state, hence the output, is exactly that of a sequential run over the key's tuples, whatever

@@ -11,7 +11,7 @@
 //   kTuMLMC  the T-Gate read by several update threads, each applying the tuples of its own keys
 //            to the W-Hive, and the output thread emitting what the W-Hive says is complete;
 //   kWiML    no merge: producers apply their tuples straight to the W-Hive (every aggregate: float
-//            sums are exact and first/last compare Positions, so the order of updates is free).
+//            sums are exact and first/last compare OrderKeys, so the order of updates is free).
 // The output thread is the caller of next() on the result. Producers are either the engine's own
 // threads pulling the inputs (make_multiway_aggregate) or the user's threads (MultiwayPush).
 #include <atomic>
@@ -28,6 +28,8 @@
 
 #include "core/batch.h"
 #include "gate/times.h"
+#include "sync/cache_line.h"
+#include "sync/wakeup.h"
 #include "window/whive.h"
 
 namespace pao::ops {
@@ -73,7 +75,6 @@ struct MultiwayStats {
 
 class Intake;  // where producers put tuples: a Feed, or the W-Hive directly (WiML)
 class Feed;    // the merged, ready order a reader takes (T-Gate or queues)
-class Signal;  // wakes the output thread
 class CompletionLog;  // when each input's bound rose, for latencies
 
 // The result: a BatchSource of window rows; also the handle for the push form.
@@ -110,7 +111,7 @@ class MultiwayAggregate : public BatchSource {
   Design design() const noexcept { return options_.design; }
 
   // kTuMLMC and kWiML: per source (update thread, or input), every tuple before it was applied.
-  struct alignas(64) Progress {
+  struct alignas(sync::kCacheLine) Progress {
     std::atomic<int64_t> time{INT64_MIN};
     std::atomic<int64_t> tuples{0};  // applied by this source
   };
@@ -144,7 +145,7 @@ class MultiwayAggregate : public BatchSource {
   size_t inputs_;
   MultiwayOptions options_;
   size_t time_index_;
-  std::unique_ptr<Signal> signal_;
+  std::unique_ptr<sync::Wakeup> signal_;  // wakes the output thread
   std::unique_ptr<Feed> feed_;      // every design but kWiML
   std::unique_ptr<Intake> intake_;  // kWiML
   Intake* in_ = nullptr;            // feed_ or intake_
@@ -192,12 +193,10 @@ class MultiwayAggregate : public BatchSource {
   std::atomic<int64_t> window_sets_{0};
   mutable std::mutex stats_mutex_;
   std::vector<int64_t> latencies_ns_;
-  // Latencies (flush_each_window): the log, the ends of window sets emitted but not yet handed
-  // out (filled by out_), and (end, hand-out time) of those whose completion the log does not
-  // show yet (a producer records a push's raise after making it).
+  // Latencies (flush_each_window): the log, and the ends of window sets emitted but not yet
+  // handed out (filled by out_).
   std::unique_ptr<CompletionLog> completions_;
   std::vector<int64_t> emitted_ends_;
-  std::vector<std::pair<int64_t, int64_t>> unresolved_;
 };
 
 }  // namespace pao::ops

@@ -55,7 +55,7 @@ class Operator {
   virtual OpKind kind() const = 0;
   virtual Selectivity selectivity() const = 0;
   // Partitioned operators: the indices (in the input schema) of the key columns. Tuples with
-  // equal keys (equal as window::KeyTable defines it: -0.0 == 0.0, null a key of its own) are
+  // equal keys (equal as KeyTable defines it: -0.0 == 0.0, null a key of its own) are
   // routed to the same partition.
   virtual std::vector<size_t> key_columns() const { return {}; }
   // Stateless operators that must not run on two workers at once (a Python function under the

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "ops/partitioned.h"
-#include "window/keys.h"
+#include "core/key_table.h"
 
 namespace pao::ops {
 namespace {
@@ -56,7 +56,7 @@ uint64_t tuple_hash(const Schema& schema, std::span<const size_t> columns, const
     const DataType& type = schema.fields[c].type;
     if (!col.is_valid(row)) {
       h = absorb(h, kNullMark);
-    } else if (is_string(type)) {
+    } else if (is_string(type.id)) {
       const std::string_view s = string_at(col, type, row);
       h = absorb(h, s.size());
       for (size_t at = 0; at < s.size(); at += 8) {
@@ -220,7 +220,7 @@ class StatefulParametric final : public Operator {
 // A partition's key table, each key's running hash, and each key's state region (flat: key id *
 // words + word).
 struct ParametricPart {
-  window::KeyTable keys;
+  KeyTable keys;
   std::vector<uint64_t> hashes;
   std::vector<uint64_t> words;
 

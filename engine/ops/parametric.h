@@ -35,7 +35,7 @@ struct ParametricOptions {
 OperatorPtr make_stateless_parametric(std::shared_ptr<const Schema> input_schema, ParametricOptions options);
 // The stateful kind: process() one morsel at a time in arrival order; p_state hashes every tuple so far.
 OperatorPtr make_stateful_parametric(std::shared_ptr<const Schema> input_schema, ParametricOptions options);
-// The partitioned kind: state per key (`keys`, compared as window::KeyTable does); p_state hashes
+// The partitioned kind: state per key (`keys`, compared as KeyTable does); p_state hashes
 // the key's tuples so far.
 OperatorPtr make_keyed_parametric(std::shared_ptr<const Schema> input_schema, std::vector<std::string> keys,
                                   ParametricOptions options);

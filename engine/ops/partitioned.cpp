@@ -68,10 +68,6 @@ std::string quoted_list(const std::vector<std::string>& names) {
   return out;
 }
 
-bool is_string(const DataType& type) noexcept {
-  return type.layout() == Layout::kOffsets32 || type.layout() == Layout::kOffsets64;
-}
-
 Batch take_rows(const std::shared_ptr<const Schema>& schema, const Batch& in, std::span<const int64_t> rows) {
   std::vector<Segment> runs;
   for (int64_t r : rows) {
@@ -86,17 +82,13 @@ Batch take_rows(const std::shared_ptr<const Schema>& schema, const Batch& in, st
 }
 
 Batch add_columns(std::shared_ptr<const Schema> schema, const Batch& base, std::vector<ColumnBuilder>& added) {
-  // The new columns' memory, plus a reference to base's, so the result owns both.
-  struct Owner {
-    std::shared_ptr<const void> base;
-    std::vector<std::vector<uint8_t>> added;
-  };
-  auto owner = std::make_shared<Owner>();
-  owner->base = base.owner();
+  // The new columns' memory, sharing base's, so the result owns both.
+  auto owner = std::make_shared<BatchMemory>();
+  owner->share(base.owner());
   std::vector<Column> columns;
   columns.reserve(base.num_columns() + added.size());
   for (size_t c = 0; c < base.num_columns(); ++c) columns.push_back(base.column(c));
-  for (ColumnBuilder& b : added) columns.push_back(b.finish(owner->added));
+  for (ColumnBuilder& b : added) columns.push_back(b.finish(*owner));
   return Batch(std::move(schema), base.num_rows(), std::move(columns), std::move(owner));
 }
 

@@ -14,6 +14,7 @@
 #include "core/batch.h"
 #include "core/builder.h"
 #include "core/error.h"
+#include "core/values.h"
 #include "ops/operator.h"
 
 namespace pao::ops {
@@ -66,38 +67,7 @@ std::string quoted_list(const std::vector<std::string>& names);
 
 // --- Values ---------------------------------------------------------------------------------
 
-bool is_string(const DataType& type) noexcept;  // utf8, large_utf8
-
-// The value at `row` of a fixed-width column as its raw bytes in the low byte_width() bytes
-// (little-endian, upper bytes zero), or of a bool column as 0 or 1. Validity is not checked.
-inline uint64_t raw_bits(const Column& c, const DataType& type, int64_t row) noexcept {
-  const int64_t i = c.offset + row;
-  if (type.layout() == Layout::kBits) return (static_cast<const uint8_t*>(c.values)[i >> 3] >> (i & 7)) & 1;
-  uint64_t v = 0;
-  const int w = type.byte_width();
-  std::memcpy(&v, static_cast<const uint8_t*>(c.values) + i * w, static_cast<size_t>(w));
-  return v;
-}
-
-// raw_bits() of a signed integer or temporal column, sign-extended to int64.
-inline int64_t signed_at(const Column& c, const DataType& type, int64_t row) noexcept {
-  const int shift = 64 - 8 * type.byte_width();
-  return static_cast<int64_t>(raw_bits(c, type, row) << shift) >> shift;
-}
-
-// The bytes of a utf8 or large_utf8 value. Validity is not checked.
-inline std::string_view string_at(const Column& c, const DataType& type, int64_t row) noexcept {
-  const int64_t i = c.offset + row;
-  int64_t begin, end;
-  if (type.layout() == Layout::kOffsets64) {
-    begin = static_cast<const int64_t*>(c.values)[i];
-    end = static_cast<const int64_t*>(c.values)[i + 1];
-  } else {
-    begin = static_cast<const int32_t*>(c.values)[i];
-    end = static_cast<const int32_t*>(c.values)[i + 1];
-  }
-  return {reinterpret_cast<const char*>(c.data) + begin, static_cast<size_t>(end - begin)};
-}
+// raw_bits, signed_at and string_at: core/values.h.
 
 // --- Output ---------------------------------------------------------------------------------
 
@@ -111,7 +81,7 @@ Batch add_columns(std::shared_ptr<const Schema> schema, const Batch& base, std::
 
 // --- State per partition --------------------------------------------------------------------
 
-// A partitioned operator whose state is a `Part` per partition (typically a window::KeyTable and
+// A partitioned operator whose state is a `Part` per partition (typically a KeyTable and
 // per-key state indexed by its dense ids). The runtime calls one partition at a time, in arrival
 // order, so a Part needs no lock. Parts live in their own allocations: their hot data (key
 // tables, state vectors) is in separate heap blocks per partition, never interleaved in one array.

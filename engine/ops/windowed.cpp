@@ -6,8 +6,9 @@
 
 #include "core/builder.h"
 #include "core/error.h"
+#include "core/values.h"
 #include "core/gather.h"
-#include "window/keys.h"
+#include "core/key_table.h"
 
 namespace pao::ops {
 namespace {
@@ -21,24 +22,15 @@ size_t column_index(const Schema& input, const std::string& name, const char* ro
   return *i;
 }
 
-bool is_string(const DataType& t) {
-  return t.layout() == Layout::kOffsets32 || t.layout() == Layout::kOffsets64;
-}
-
 // `b` with one more column built by `extra`, under `schema` (b's fields plus that column). The
 // new batch owns `b`'s memory (shared) and the column's.
 Batch with_extra_column(const Batch& b, std::shared_ptr<const Schema> schema, ColumnBuilder& extra) {
-  struct Owner {
-    std::shared_ptr<const void> base;
-    std::vector<std::vector<uint8_t>> extra;
-  };
-  auto owner = std::make_shared<Owner>();
-  owner->base = b.owner();
-  owner->extra.reserve(3);  // no reallocation: the column points into these vectors' data
+  auto owner = std::make_shared<BatchMemory>();
+  owner->share(b.owner());
   std::vector<Column> columns;
   columns.reserve(b.num_columns() + 1);
   for (size_t c = 0; c < b.num_columns(); ++c) columns.push_back(b.column(c));
-  columns.push_back(extra.finish(owner->extra));
+  columns.push_back(extra.finish(*owner));
   return Batch(std::move(schema), b.num_rows(), std::move(columns), std::move(owner));
 }
 
@@ -114,11 +106,11 @@ class TopK final : public Operator {
     const Column& col = in.column(by_);
     c.null = col.validity != nullptr && !col.is_valid(row);
     if (c.null) return c;
-    if (is_string(by_type_)) {
-      c.text = window::string_at(col, row, by_type_.layout() == Layout::kOffsets64);
+    if (is_string(by_type_.id)) {
+      c.text = string_at(col, by_type_, row);
       return c;
     }
-    c.order = window::key_order_value(by_type_, col, row);
+    c.order = key_order_value(by_type_, col, row);
     c.zero_sign = 1;
     if (by_type_.id == TypeId::kFloat64 || by_type_.id == TypeId::kFloat32) {
       const double f = by_type_.id == TypeId::kFloat64 ? col.typed<double>()[row] : col.typed<float>()[row];
@@ -133,7 +125,7 @@ class TopK final : public Operator {
     if (a.null != b.null) return b.null;
     if (!a.null) {
       int cmp;
-      if (is_string(by_type_)) {
+      if (is_string(by_type_.id)) {
         const int c = a.text.compare(b.text);
         cmp = (c > 0) - (c < 0);
       } else if (a.order != b.order) {
@@ -152,8 +144,8 @@ class TopK final : public Operator {
     const Column& col = in.column(per_);
     const bool null = col.validity != nullptr && !col.is_valid(row);
     if (null || per_null_) return null == per_null_;
-    if (is_string(per_type_)) return window::string_at(col, row, per_type_.layout() == Layout::kOffsets64) == per_text_;
-    return window::key_order_value(per_type_, col, row) == per_order_;
+    if (is_string(per_type_.id)) return string_at(col, per_type_, row) == per_text_;
+    return key_order_value(per_type_, col, row) == per_order_;
   }
 
   void start_group(const Batch& in, int64_t row) {
@@ -161,10 +153,10 @@ class TopK final : public Operator {
     const Column& col = in.column(per_);
     per_null_ = col.validity != nullptr && !col.is_valid(row);
     if (per_null_) return;
-    if (is_string(per_type_)) {
-      per_text_.assign(window::string_at(col, row, per_type_.layout() == Layout::kOffsets64));
+    if (is_string(per_type_.id)) {
+      per_text_.assign(string_at(col, per_type_, row));
     } else {
-      per_order_ = window::key_order_value(per_type_, col, row);
+      per_order_ = key_order_value(per_type_, col, row);
     }
   }
 
@@ -483,7 +475,7 @@ class KeyedWindows final : public Operator {
     const Batch key_batch = finish_batch(key_schema_, key_builders);
     std::vector<size_t> all(key_columns_.size());
     for (size_t c = 0; c < all.size(); ++c) all[c] = c;
-    window::KeyTable order(*key_schema_, all);
+    KeyTable order(*key_schema_, all);
 
     struct Open {
       int64_t k;
@@ -516,7 +508,7 @@ class KeyedWindows final : public Operator {
         : keys(*op.input_, op.key_columns_), aggs(op.prototypes_), values(op.prototypes_.size()) {
       for (const Field& f : op.output_->fields) out.emplace_back(f.type);
     }
-    window::KeyTable keys;
+    KeyTable keys;
     std::vector<window::AggStates> aggs;  // per aggregate: slot id * ring + (k mod ring)
     std::vector<int64_t> last;            // per key id: the time of its latest tuple
     std::vector<window::Value> values;    // the current tuple's aggregate inputs

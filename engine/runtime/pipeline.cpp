@@ -5,27 +5,13 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/clock.h"
 #include "core/gather.h"
-#include "window/keys.h"
+#include "core/key_table.h"
 
 namespace pao::runtime {
 
-const char* heuristic_name(Heuristic h) noexcept {
-  switch (h) {
-    case Heuristic::kQST: return "qst";
-    case Heuristic::kLP: return "lp";
-    case Heuristic::kET: return "et";
-    case Heuristic::kCT: return "ct";
-  }
-  return "?";
-}
-
 namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // Rows per morsel when options.morsel_rows is 0. At the ingress: about two morsels per worker per
 // input batch, so a small live batch still spreads over the workers and its latency is one
@@ -260,15 +246,7 @@ void Pipeline::fail(std::exception_ptr e) {
   out_cv_.notify_all();
 }
 
-void Pipeline::wake() {
-  epoch_.fetch_add(1, std::memory_order_seq_cst);
-  // seq_cst pairs with the sleeper's increment of sleepers_ before its last look for work: either
-  // it sees the new epoch / the new work, or we see it asleep and notify.
-  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
-    std::lock_guard lock(idle_mutex_);
-    idle_cv_.notify_all();
-  }
-}
+void Pipeline::wake() { work_.notify(); }
 
 Output* Pipeline::prepare(size_t i, Batch batch, int64_t entry_ns) {
   auto* out = new Output;
@@ -282,7 +260,7 @@ Output* Pipeline::prepare(size_t i, Batch batch, int64_t entry_ns) {
   const Stage& st = *stages_[i];
   const int64_t m = morsel_rows_ != 0 ? morsel_rows_ : i == 0 ? morsel_rows_for(rows, threads_) : kMaxMorsel;
   std::vector<uint64_t> hashes;
-  if (st.kind == ops::OpKind::kPartitioned) window::key_hashes(batch, st.keys, hashes);
+  if (st.kind == ops::OpKind::kPartitioned) key_hashes(batch, st.keys, hashes);
   for (int64_t start = 0; start < rows; start += m) {
     const int64_t len = std::min(m, rows - start);
     auto* w = new Work;
@@ -361,8 +339,8 @@ void Pipeline::ingress_main() {
       // Back-pressure: wait while too many morsels are alive.
       while (inflight_.load(std::memory_order_relaxed) >= static_cast<int64_t>(max_inflight_)) {
         if (stop_.load(std::memory_order_relaxed)) return;
-        std::unique_lock lock(idle_mutex_);
-        idle_cv_.wait_for(lock, std::chrono::microseconds(100));
+        // The consumer frees room without a wake-up: poll, woken early by the workers' progress.
+        work_.wait(work_.value(), std::chrono::microseconds(100));
       }
       if (stop_.load(std::memory_order_relaxed)) return;
       std::optional<Batch> b = source_->next();
@@ -517,6 +495,8 @@ void Pipeline::worker_main(size_t index) {
   try {
     int idle_spins = 0;
     while (!stop_.load(std::memory_order_relaxed)) {
+      // Read before looking for work, so a wake() that comes after the look keeps us awake.
+      const uint64_t seen = work_.value();
       bool finished_any = false;
       for (size_t i = 0; i < stages_.size(); ++i) finished_any |= try_finish(i);
       if (stages_.back()->finished.load(std::memory_order_acquire)) return;
@@ -552,16 +532,9 @@ void Pipeline::worker_main(size_t index) {
         std::this_thread::yield();
         continue;
       }
-      // Sleep until something changes; the timeout covers a wake that raced our last look.
-      const uint64_t seen = epoch_.load(std::memory_order_seq_cst);
-      sleepers_.fetch_add(1, std::memory_order_seq_cst);
-      {
-        std::unique_lock lock(idle_mutex_);
-        idle_cv_.wait_for(lock, std::chrono::milliseconds(1), [&] {
-          return epoch_.load(std::memory_order_seq_cst) != seen || stop_.load(std::memory_order_relaxed);
-        });
-      }
-      sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+      // Sleep until something changes. The timeout covers what does not wake (try_finish()'s
+      // conditions, the consumer freeing room), not a lost wake-up.
+      work_.wait(seen, std::chrono::milliseconds(1), [&] { return stop_.load(std::memory_order_relaxed); });
     }
   } catch (...) {
     fail(std::current_exception());

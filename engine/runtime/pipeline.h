@@ -38,14 +38,13 @@
 #include "ops/operator.h"
 #include "sync/queues.h"
 #include "sync/reorder.h"
+#include "sync/wakeup.h"
 
 namespace pao::runtime {
 
 // Scheduling heuristics (section 6): queue-size throttling, last in pipeline, estimated time,
 // current throughput.
 enum class Heuristic : uint8_t { kQST, kLP, kET, kCT };
-
-const char* heuristic_name(Heuristic h) noexcept;
 
 struct PipelineOptions {
   size_t threads = 0;  // workers; 0 = hardware threads
@@ -117,7 +116,6 @@ class Pipeline : public BatchSource {
   void cancel();
 
  private:
-  friend struct Worker;
   void ingress_main();
   void worker_main(size_t index);
   int pick(size_t worker, uint64_t excluded);
@@ -157,11 +155,8 @@ class Pipeline : public BatchSource {
   std::atomic<int64_t> peak_inflight_{0};
   std::atomic<int64_t> tuples_in_{0};
 
-  // Idle workers sleep on idle_cv_ until wake() bumps epoch_.
-  std::mutex idle_mutex_;
-  std::condition_variable idle_cv_;
-  std::atomic<uint64_t> epoch_{0};
-  std::atomic<int> sleepers_{0};
+  // Idle workers (and the ingress, waiting for room) sleep on work_ until wake().
+  sync::Wakeup work_;
 
   std::atomic<bool> stop_{false};
   std::mutex error_mutex_;

@@ -34,12 +34,15 @@
 #include <optional>
 #include <vector>
 
+#include "sync/cache_line.h"
+
 namespace pao::sync {
 
 // A cache line of its own for per-partition state that different workers hammer.
-struct alignas(64) PaddedCount {
+struct alignas(kCacheLine) PaddedCount {
   std::atomic<int64_t> value{0};
 };
+static_assert(sizeof(PaddedCount) == kCacheLine, "one count per line");
 
 // A worklist entry: `item` was admitted with the serial of the input it came from (the pieces of
 // one morsel share a serial) and belongs to `partition` (0 where there are no partitions).
@@ -249,7 +252,7 @@ class SharedQueue final : public PartitionQueue<T> {
   }
 
  private:
-  struct alignas(64) PaddedMutex {
+  struct alignas(kCacheLine) PaddedMutex {
     std::mutex mutex;
   };
   std::mutex take_;

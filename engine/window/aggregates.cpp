@@ -67,7 +67,7 @@ AggStates::AggStates(const AggSpec& spec, const Schema& input) : kind_(spec.kind
   column_ = static_cast<int>(*index);
   in_type_ = input.fields[*index].type;
   const TypeId id = in_type_.id;
-  const bool strings = in_type_.layout() == Layout::kOffsets32 || in_type_.layout() == Layout::kOffsets64;
+  const bool strings = is_string(in_type_.id);
   domain_ = strings ? Domain::kString : is_float(id) ? Domain::kFloat : is_unsigned(id) ? Domain::kUnsigned
                                                                                       : Domain::kSigned;
   auto unsupported = [&](const char* what) {
@@ -107,7 +107,7 @@ Value AggStates::read(const Batch& batch, int64_t row) const {
   const int64_t i = c.offset + row;
   const void* p = c.values;
   switch (in_type_.id) {
-    case TypeId::kBool: v.u = (static_cast<const uint8_t*>(p)[i >> 3] >> (i & 7)) & 1; break;
+    case TypeId::kBool: v.u = get_bit(static_cast<const uint8_t*>(p), i); break;
     case TypeId::kInt8: v.i = static_cast<const int8_t*>(p)[i]; break;
     case TypeId::kInt16: v.i = static_cast<const int16_t*>(p)[i]; break;
     case TypeId::kInt32: case TypeId::kDate32: v.i = static_cast<const int32_t*>(p)[i]; break;
@@ -229,7 +229,7 @@ double AggStates::float_sum(const Cell& c) const noexcept {
   return c.sum.value(c.wide == 0 ? c.sum.round() : wide_[c.wide - 1].round());
 }
 
-void AggStates::update(uint32_t slot, const Value& v, Position at) {
+void AggStates::update(uint32_t slot, const Value& v, OrderKey at) {
   Cell& c = cells_[slot];
   switch (kind_) {
     case AggKind::kCount:
@@ -271,7 +271,7 @@ void AggStates::update(uint32_t slot, const Value& v, Position at) {
 }
 
 void AggStates::update_each(AggStates* const* states, const uint32_t* slots, size_t n, const Value& v,
-                            Position at) {
+                            OrderKey at) {
   if (n == 0) return;
   const AggStates& f = *states[0];
   switch (f.kind_) {
@@ -379,7 +379,7 @@ void AggStates::merge_all(const AggStates& from, const uint32_t* to, size_t n) {
   // cells per slice).
   const Cell* src = from.cells_.data();
   Cell* dst = cells_.data();
-  // first, last: the cell whose kept Position `wins` over the other's.
+  // first, last: the cell whose kept OrderKey `wins` over the other's.
   const auto kept = [&](auto wins) {
     for (size_t i = 0; i < n; ++i) {
       Cell& c = dst[to[i]];
@@ -404,9 +404,9 @@ void AggStates::merge_all(const AggStates& from, const uint32_t* to, size_t n) {
   const bool min = kind_ == AggKind::kMin;
   switch (domain_ == Domain::kString ? AggKind::kCount : kind_) {  // strings: merge()
     case AggKind::kFirst:
-      return kept([](const Position& o, const Position& c) { return o < c; });
+      return kept([](const OrderKey& o, const OrderKey& c) { return o < c; });
     case AggKind::kLast:
-      return kept([](const Position& o, const Position& c) { return !(o < c); });
+      return kept([](const OrderKey& o, const OrderKey& c) { return !(o < c); });
     case AggKind::kMin:
     case AggKind::kMax:
       if (domain_ == Domain::kSigned) {

@@ -1,7 +1,7 @@
 #pragma once
 // Aggregate functions and their per-window state (docs/semantics.md, "Windowed aggregation").
 // One interface serves every design, and no result depends on the order of updates: float sums
-// are exact (core/exact_sum.h) and first and last compare Positions.
+// are exact (core/exact_sum.h) and first and last compare OrderKeys.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,6 +11,7 @@
 #include "core/batch.h"
 #include "core/builder.h"
 #include "core/exact_sum.h"
+#include "core/order_key.h"
 
 namespace pao::window {
 
@@ -37,23 +38,12 @@ struct Value {
   Value() : i(0) {}
 };
 
-// A tuple's place in the merged order, (time, input index, position in its input), packed as
-// (time, input << 40 | position). first and last keep the value of the least / greatest
-// Position they were given, so their result does not depend on the order in which tuples are
-// applied: WiML applies them unmerged, each producer its own inputs. Callers that apply tuples
-// in the merged order may pass equal Positions (the default): a tie goes to the tuple applied
-// first (first) or last (last), which is then the merged order.
-// Trivial (it lives in a union): value-initialize, `Position{}`, for the least.
-struct Position {
-  int64_t time;
-  uint64_t seq;
-  static constexpr int kPositionBits = 40;  // rows per input before seq's input part is reached
-  static Position of(int64_t time, uint32_t input, int64_t position) noexcept {
-    return {time, (static_cast<uint64_t>(input) << kPositionBits) | static_cast<uint64_t>(position)};
-  }
-  bool operator<(const Position& o) const noexcept { return time < o.time || (time == o.time && seq < o.seq); }
-};
-
+// first and last keep the value of the least / greatest OrderKey (core/order_key.h) they were given,
+// so their result does not depend on the order in which tuples are applied: WiML applies them
+// unmerged, each producer its own inputs. Callers that apply tuples in the merged order may pass
+// equal keys (the default, OrderKey{}, the least): a tie goes to the tuple applied first (first)
+// or last (last), which is then the merged order.
+//
 // The states of one aggregate over the slots (keys) of one window set.
 class AggStates {
  public:
@@ -74,14 +64,14 @@ class AggStates {
   // Returns one slot to the fresh state, for tables whose slots are reused one at a time (the
   // pipeline's keyed window_aggregate keeps a ring of open windows per key).
   void reset(uint32_t slot);
-  // One tuple's value; `at` is its Position (first and last only).
-  void update(uint32_t slot, const Value& v, Position at = {});
+  // One tuple's value; `at` is its OrderKey (first and last only).
+  void update(uint32_t slot, const Value& v, OrderKey at = {});
   // update(slots[i], v, at) on *states[i] for i < n, states of one aggregate (the windows a tuple
   // falls in): one dispatch on the function for all of them.
   static void update_each(AggStates* const* states, const uint32_t* slots, size_t n, const Value& v,
-                          Position at = {});
+                          OrderKey at = {});
   // Folds `from`'s state at `from_slot` into `slot`, as if its tuples came after this slot's
-  // (first and last: unless their Positions say otherwise).
+  // (first and last: unless their OrderKeys say otherwise).
   void merge(uint32_t slot, const AggStates& from, uint32_t from_slot);
   // merge(to[i], from, i) for the slots i < n of `from`: one dispatch for the whole table (the
   // inner loop of combining slices into windows).
@@ -104,7 +94,7 @@ class AggStates {
           uint64_t u;
           double f;
         };
-        Position at;  // first, last: the kept tuple's
+        OrderKey at;  // first, last: the kept tuple's
       };
       ExactSum sum;  // float sum, mean (overlays isum and at, so a fresh cell's is the empty sum)
     };

@@ -41,7 +41,7 @@ void WHive::locate(Updater& up, int64_t time) const {
   std::tie(up.lo, up.hi) = window_.slice_range(up.slice);
 }
 
-bool WHive::update(size_t u, const Batch& batch, int64_t row, Position at) {
+bool WHive::update(size_t u, const Batch& batch, int64_t row, OrderKey at) {
   Updater& up = updaters_[u];
   if (at.time < up.lo || at.time >= up.hi) locate(up, at.time);
   if (up.gap) return true;  // in a gap between windows

@@ -47,7 +47,7 @@
 // span_ table merges per key and window, which is most of the cost when each key has a few
 // tuples per slice (W-OI: 20 merges per key and window against ~2 tuples per key and slice).
 // Cheaper, and exact for every function because merges are associative and commutative (exact
-// float sums, Positions for first and last) or applied in time order (equal Positions), is to cut
+// float sums, OrderKeys for first and last) or applied in time order (equal OrderKeys), is to cut
 // the slice line into blocks of span_ slices, so that a window spans the end of one block and the
 // start of the next:
 //  - prefix_ folds each slice of the current block as the windows reach it (one merge per key
@@ -66,6 +66,7 @@
 #include <mutex>
 #include <vector>
 
+#include "sync/cache_line.h"
 #include "window/window_aggregate.h"
 
 namespace pao::window {
@@ -85,7 +86,7 @@ class WHive : public WindowOutput {
   // Applies one tuple (updater `u`, at `at`: its time and, for WiML, its place in the merged
   // order, which first and last compare) to its slice. False, with nothing done, when the
   // slice's slot still holds an older slice: retry once the watermark has moved.
-  bool update(size_t u, const Batch& batch, int64_t row, Position at);
+  bool update(size_t u, const Batch& batch, int64_t row, OrderKey at);
 
   // Output thread: emits, in order, every window ending at or before `watermark` (no tuple
   // earlier than it will be applied any more). INT64_MAX: every window.
@@ -114,7 +115,7 @@ class WHive : public WindowOutput {
     uint32_t shared = WindowSet::kNoSlot;  // id in keys_ (kNoSlot: not asked yet)
     uint32_t slot = 0;
   };
-  struct alignas(64) Updater {
+  struct alignas(sync::kCacheLine) Updater {
     std::unique_ptr<KeyTable> keys;  // kShared, kPartitioned: this updater's own ids
     std::vector<Known> known;        // by own id (kSingle: by id in keys_)
     std::vector<Value> values;

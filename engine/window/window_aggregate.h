@@ -13,7 +13,7 @@
 #include "core/batch.h"
 #include "core/builder.h"
 #include "window/aggregates.h"
-#include "window/keys.h"
+#include "core/key_table.h"
 
 namespace pao::window {
 

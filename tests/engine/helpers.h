@@ -11,7 +11,7 @@
 #include "core/batch.h"
 #include "core/error.h"
 
-namespace testing {
+namespace fixtures {
 
 inline pao::DataType type(pao::TypeId id) {
   pao::DataType t;
@@ -172,4 +172,4 @@ inline void produce_stream(std::vector<std::vector<int64_t>> arrays, Counter* co
   *out = ArrowArrayStream{&ps_schema, &ps_next, &ps_error, &ps_release, p};
 }
 
-}  // namespace testing
+}  // namespace fixtures

@@ -10,11 +10,11 @@
 #include "unit.h"
 
 using namespace pao;
-using testing::Counter;
+using fixtures::Counter;
 
 TEST(import_schema_reads_supported_types) {
   ArrowSchema raw;
-  testing::produce_schema("tsu:Asia/Tokyo", &raw);
+  fixtures::produce_schema("tsu:Asia/Tokyo", &raw);
   arrow::OwnedSchema owned(&raw);
   CHECK(raw.release == nullptr);  // ownership moved
   Schema s = arrow::import_schema(*owned.get());
@@ -25,12 +25,12 @@ TEST(import_schema_reads_supported_types) {
 
 TEST(import_schema_names_unsupported_columns) {
   ArrowSchema raw;
-  testing::produce_schema("+l", &raw);
+  fixtures::produce_schema("+l", &raw);
   arrow::OwnedSchema owned(&raw);
   CHECK_THROWS_WITH(arrow::import_schema(*owned.get()), ErrorKind::kUnsupportedType,
                     "column 'x' has type list (Arrow format '+l')");
   ArrowSchema dec;
-  testing::produce_schema("d:10,2", &dec);
+  fixtures::produce_schema("d:10,2", &dec);
   arrow::OwnedSchema owned_dec(&dec);
   CHECK_THROWS_WITH(arrow::import_schema(*owned_dec.get()), ErrorKind::kUnsupportedType,
                     "decimal");
@@ -38,9 +38,9 @@ TEST(import_schema_names_unsupported_columns) {
 
 TEST(import_batch_is_zero_copy_and_releases_once) {
   Counter counter;
-  auto sch = testing::schema({{"x", testing::type(TypeId::kInt64)}});
+  auto sch = fixtures::schema({{"x", fixtures::type(TypeId::kInt64)}});
   ArrowArray raw;
-  testing::produce_array({5, 6, 7}, &counter, &raw);
+  fixtures::produce_array({5, 6, 7}, &counter, &raw);
   const void* values = raw.children[0]->buffers[1];
   {
     Batch b = arrow::import_batch(&raw, sch, "input 0");
@@ -56,17 +56,17 @@ TEST(import_batch_is_zero_copy_and_releases_once) {
 
 TEST(import_batch_rejects_mismatched_arrays_and_still_releases) {
   Counter counter;
-  auto sch = testing::schema({{"x", testing::type(TypeId::kInt64)}, {"y", testing::type(TypeId::kInt64)}});
+  auto sch = fixtures::schema({{"x", fixtures::type(TypeId::kInt64)}, {"y", fixtures::type(TypeId::kInt64)}});
   ArrowArray raw;
-  testing::produce_array({1}, &counter, &raw);
+  fixtures::produce_array({1}, &counter, &raw);
   CHECK_THROWS_WITH(arrow::import_batch(&raw, sch, "input 3"), ErrorKind::kInvalidInput,
                     "input 3: malformed Arrow array: it has 1 columns, its schema 2");
   CHECK_EQ(counter.released, 1);
 }
 
 TEST(export_then_import_round_trips_without_copy) {
-  auto sch = testing::time_string_schema();
-  Batch b = testing::time_string_batch(sch, {1, 2, 3}, {"a", "bb", "c"}, {true, false, true})
+  auto sch = fixtures::time_string_schema();
+  Batch b = fixtures::time_string_batch(sch, {1, 2, 3}, {"a", "bb", "c"}, {true, false, true})
                 .slice(1, 2);
   const int64_t live_before = arrow::live_exports();
   ArrowArray array;
@@ -89,8 +89,8 @@ TEST(export_then_import_round_trips_without_copy) {
 }
 
 TEST(exported_children_may_be_moved_out_and_released_later) {
-  auto sch = testing::time_string_schema();
-  Batch b = testing::time_string_batch(sch, {1, 2}, {"a", "b"});
+  auto sch = fixtures::time_string_schema();
+  Batch b = fixtures::time_string_batch(sch, {1, 2}, {"a", "b"});
   const int64_t live_before = arrow::live_exports();
   ArrowArray array;
   arrow::export_batch(b, &array);
@@ -107,7 +107,7 @@ TEST(import_stream_pulls_lazily_and_releases_with_the_source) {
   Counter counter;
   int stream_released = 0;
   ArrowArrayStream raw;
-  testing::produce_stream({{1, 2}, {3}}, &counter, &stream_released, -1, &raw);
+  fixtures::produce_stream({{1, 2}, {3}}, &counter, &stream_released, -1, &raw);
   auto src = arrow::import_stream(&raw, "input 0");
   CHECK(raw.release == nullptr);
   auto b1 = src->next();
@@ -131,7 +131,7 @@ TEST(import_stream_reports_producer_errors) {
   Counter counter;
   int stream_released = 0;
   ArrowArrayStream raw;
-  testing::produce_stream({{1}, {2}}, &counter, &stream_released, 1, &raw);
+  fixtures::produce_stream({{1}, {2}}, &counter, &stream_released, 1, &raw);
   auto src = arrow::import_stream(&raw, "input 4");
   CHECK(src->next().has_value());
   CHECK_THROWS_WITH(src->next(), ErrorKind::kInputFailed, "input 4 failed: producer broke");
@@ -145,7 +145,7 @@ TEST(export_stream_maps_errors_to_codes) {
   Counter counter;
   int stream_released = 0;
   ArrowArrayStream producer;
-  testing::produce_stream({{1}, {2}}, &counter, &stream_released, 1, &producer);
+  fixtures::produce_stream({{1}, {2}}, &counter, &stream_released, 1, &producer);
   ArrowArrayStream out;
   arrow::export_stream(arrow::import_stream(&producer, "input 0"), &out);
   arrow::OwnedStream owned(&out);
@@ -167,10 +167,10 @@ TEST(counting_stream_counts_every_release) {
   Counter counter;
   int stream_released = 0;
   ArrowArrayStream producer;
-  testing::produce_stream({{1}, {2}, {3}}, &counter, &stream_released, -1, &producer);
-  auto counts = std::make_shared<testing::ReleaseCounts>();
+  fixtures::produce_stream({{1}, {2}, {3}}, &counter, &stream_released, -1, &producer);
+  auto counts = std::make_shared<pao::testing::ReleaseCounts>();
   ArrowArrayStream counting;
-  testing::make_counting_stream(&producer, counts, 2, &counting);
+  pao::testing::make_counting_stream(&producer, counts, 2, &counting);
   {
     auto src = arrow::import_stream(&counting, "input 0");
     CHECK(src->next().has_value());

@@ -14,7 +14,7 @@
 #include "unit.h"
 
 using namespace pao;
-using testing::type;
+using fixtures::type;
 
 TEST(type_names_match_pyarrow) {
   DataType ts = type(TypeId::kTimestamp);
@@ -55,8 +55,8 @@ TEST(schema_difference_names_the_column) {
 }
 
 TEST(slice_shares_buffers) {
-  auto sch = testing::time_string_schema();
-  Batch b = testing::time_string_batch(sch, {1, 2, 3, 4}, {"a", "bb", "", "d"},
+  auto sch = fixtures::time_string_schema();
+  Batch b = fixtures::time_string_batch(sch, {1, 2, 3, 4}, {"a", "bb", "", "d"},
                                        {true, false, true, true});
   Batch s = b.slice(1, 2);
   CHECK_EQ(s.num_rows(), 2);
@@ -70,10 +70,10 @@ TEST(slice_shares_buffers) {
 }
 
 TEST(gather_copies_rows_in_segment_order) {
-  auto sch = testing::time_string_schema();
+  auto sch = fixtures::time_string_schema();
   std::vector<Batch> sources{
-      testing::time_string_batch(sch, {1, 2, 3}, {"a", "bb", "ccc"}, {true, false, true}),
-      testing::time_string_batch(sch, {10, 20}, {"x", "yy"}).slice(1, 1),
+      fixtures::time_string_batch(sch, {1, 2, 3}, {"a", "bb", "ccc"}, {true, false, true}),
+      fixtures::time_string_batch(sch, {10, 20}, {"x", "yy"}).slice(1, 1),
   };
   std::vector<Segment> segs{{0, 2, 1}, {1, 0, 1}, {0, 0, 2}};
   Batch out = gather(sch, sources, segs);
@@ -96,7 +96,7 @@ TEST(gather_copies_rows_in_segment_order) {
 }
 
 TEST(gather_bools_and_narrow_types) {
-  auto sch = testing::schema({{"b", type(TypeId::kBool)}, {"i", type(TypeId::kInt16)}});
+  auto sch = fixtures::schema({{"b", type(TypeId::kBool)}, {"i", type(TypeId::kInt16)}});
   auto storage = std::make_shared<std::vector<uint8_t>>(std::vector<uint8_t>{0b10110, 0, 0, 0});
   auto shorts = std::make_shared<std::vector<int16_t>>(std::vector<int16_t>{7, -8, 9, -10, 11});
   std::vector<Column> cols(2);

@@ -16,7 +16,7 @@
 #include "unit.h"
 
 using namespace pao;
-using testing::type;
+using fixtures::type;
 
 namespace {
 
@@ -459,7 +459,7 @@ TEST(bind_errors_name_columns_expressions_and_types) {
 }
 
 TEST(filter_slices_one_run_and_gathers_several) {
-  auto schema = testing::schema({{"t", type(TypeId::kInt64)}, {"s", type(TypeId::kUtf8)}});
+  auto schema = fixtures::schema({{"t", type(TypeId::kInt64)}, {"s", type(TypeId::kUtf8)}});
   Batch b = make_batch({{"t", type(TypeId::kInt64), {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, N}},
                         {"s", type(TypeId::kUtf8), {std::string("a"), std::string("bb"), N, std::string("d"), std::string("e")}}})
                 .with_schema(schema);
@@ -492,7 +492,7 @@ TEST(filter_slices_one_run_and_gathers_several) {
 }
 
 TEST(select_and_with_columns) {
-  auto schema = testing::schema({{"a", type(TypeId::kInt32), false}, {"b", type(TypeId::kFloat64)}});
+  auto schema = fixtures::schema({{"a", type(TypeId::kInt32), false}, {"b", type(TypeId::kFloat64)}});
   Batch in = make_batch({{"a", type(TypeId::kInt32), {int64_t{1}, int64_t{2}}}, {"b", type(TypeId::kFloat64), {0.5, N}}})
                  .with_schema(schema);
   ops::OperatorPtr sel = ops::make_select(schema, {{"b2", bin(Op::kMul, col("b"), lit(2.0))}, {"a", col("a")}});

@@ -49,7 +49,7 @@ std::vector<Row> drain(BatchSource& src) {
 
 TEST(merge_equals_reference_on_random_inputs) {
   std::mt19937_64 rng(12345);
-  auto sch = testing::time_string_schema();
+  auto sch = fixtures::time_string_schema();
   for (int round = 0; round < 300; ++round) {
     const size_t k = 1 + rng() % 6;
     const int64_t batch_size = 1 + static_cast<int64_t>(rng() % 40);
@@ -75,11 +75,11 @@ TEST(merge_equals_reference_on_random_inputs) {
           valid.push_back(rng() % 7 != 0);
           reference.push_back({bt[j], i, r + j, valid.back() ? bs.back() : "", valid.back()});
         }
-        batches.push_back(testing::time_string_batch(sch, bt, bs, valid));
-        if (rng() % 5 == 0) batches.push_back(testing::time_string_batch(sch, {}, {}));
+        batches.push_back(fixtures::time_string_batch(sch, bt, bs, valid));
+        if (rng() % 5 == 0) batches.push_back(fixtures::time_string_batch(sch, {}, {}));
         r += len;
       }
-      inputs.push_back(std::make_unique<testing::ListSource>(sch, std::move(batches)));
+      inputs.push_back(std::make_unique<fixtures::ListSource>(sch, std::move(batches)));
     }
     std::stable_sort(reference.begin(), reference.end(), [](const Row& a, const Row& b) {
       return std::tie(a.t, a.input, a.pos) < std::tie(b.t, b.input, b.pos);
@@ -91,11 +91,11 @@ TEST(merge_equals_reference_on_random_inputs) {
 }
 
 TEST(single_input_passes_through_untouched) {
-  auto sch = testing::time_string_schema();
-  Batch a = testing::time_string_batch(sch, {1, 2, 3}, {"a", "b", "c"});
-  Batch b = testing::time_string_batch(sch, {3, 4}, {"d", "e"});
+  auto sch = fixtures::time_string_schema();
+  Batch a = fixtures::time_string_batch(sch, {1, 2, 3}, {"a", "b", "c"});
+  Batch b = fixtures::time_string_batch(sch, {3, 4}, {"d", "e"});
   std::vector<std::unique_ptr<BatchSource>> inputs;
-  inputs.push_back(std::make_unique<testing::ListSource>(sch, std::vector<Batch>{a, b}));
+  inputs.push_back(std::make_unique<fixtures::ListSource>(sch, std::vector<Batch>{a, b}));
   auto merged = gate::make_merge(std::move(inputs), {"t", 2});
   auto o1 = merged->next();
   auto o2 = merged->next();
@@ -109,15 +109,15 @@ TEST(single_input_passes_through_untouched) {
 }
 
 TEST(long_runs_are_emitted_as_slices) {
-  auto sch = testing::time_string_schema();
+  auto sch = fixtures::time_string_schema();
   std::vector<int64_t> early(100), late(100);
   std::vector<std::string> s(100, "x");
   for (int i = 0; i < 100; ++i) early[i] = i, late[i] = 1000 + i;
-  Batch a = testing::time_string_batch(sch, early, s);
-  Batch b = testing::time_string_batch(sch, late, s);
+  Batch a = fixtures::time_string_batch(sch, early, s);
+  Batch b = fixtures::time_string_batch(sch, late, s);
   std::vector<std::unique_ptr<BatchSource>> inputs;
-  inputs.push_back(std::make_unique<testing::ListSource>(sch, std::vector<Batch>{b}));
-  inputs.push_back(std::make_unique<testing::ListSource>(sch, std::vector<Batch>{a}));
+  inputs.push_back(std::make_unique<fixtures::ListSource>(sch, std::vector<Batch>{b}));
+  inputs.push_back(std::make_unique<fixtures::ListSource>(sch, std::vector<Batch>{a}));
   auto merged = gate::make_merge(std::move(inputs), {"t", 64});  // slices from 4 rows on
   auto o1 = merged->next();
   auto o2 = merged->next();
@@ -128,13 +128,13 @@ TEST(long_runs_are_emitted_as_slices) {
 }
 
 TEST(unsorted_input_is_named_with_row_and_values) {
-  auto sch = testing::time_string_schema();
+  auto sch = fixtures::time_string_schema();
   std::vector<std::unique_ptr<BatchSource>> inputs;
-  inputs.push_back(std::make_unique<testing::ListSource>(
-      sch, std::vector<Batch>{testing::time_string_batch(sch, {1, 2}, {"a", "b"})}));
-  inputs.push_back(std::make_unique<testing::ListSource>(
-      sch, std::vector<Batch>{testing::time_string_batch(sch, {1, 5}, {"a", "b"}),
-                              testing::time_string_batch(sch, {4}, {"c"})}));
+  inputs.push_back(std::make_unique<fixtures::ListSource>(
+      sch, std::vector<Batch>{fixtures::time_string_batch(sch, {1, 2}, {"a", "b"})}));
+  inputs.push_back(std::make_unique<fixtures::ListSource>(
+      sch, std::vector<Batch>{fixtures::time_string_batch(sch, {1, 5}, {"a", "b"}),
+                              fixtures::time_string_batch(sch, {4}, {"c"})}));
   auto merged = gate::make_merge(std::move(inputs), {"t", 1000});
   // The rows before the fault leave first (each batch leaves before the pull that may wait), then
   // the pull of input 1's second batch finds it.
@@ -151,14 +151,14 @@ TEST(unsorted_input_is_named_with_row_and_values) {
 }
 
 TEST(null_time_is_named) {
-  auto ts = testing::schema({{"t", testing::type(TypeId::kInt64)}, {"s", testing::type(TypeId::kUtf8)}});
-  Batch b = testing::time_string_batch(ts, {1, 2}, {"a", "b"});
+  auto ts = fixtures::schema({{"t", fixtures::type(TypeId::kInt64)}, {"s", fixtures::type(TypeId::kUtf8)}});
+  Batch b = fixtures::time_string_batch(ts, {1, 2}, {"a", "b"});
   std::vector<Column> cols{b.column(0), b.column(1)};
   static const uint8_t kOnlyFirstValid = 0b01;
   cols[0].validity = &kOnlyFirstValid;
   cols[0].null_count = 1;
   std::vector<std::unique_ptr<BatchSource>> in2;
-  in2.push_back(std::make_unique<testing::ListSource>(
+  in2.push_back(std::make_unique<fixtures::ListSource>(
       ts, std::vector<Batch>{Batch(ts, 2, cols, b.owner())}));
   auto merged = gate::make_merge(std::move(in2), {"t", 10});
   CHECK_THROWS_WITH(merged->next(), ErrorKind::kNullTime,
@@ -166,12 +166,12 @@ TEST(null_time_is_named) {
 }
 
 TEST(construction_checks_columns_and_schemas) {
-  auto sch = testing::time_string_schema();
-  auto other = testing::schema({{"t", testing::type(TypeId::kInt64)}, {"s", testing::type(TypeId::kLargeUtf8)}});
+  auto sch = fixtures::time_string_schema();
+  auto other = fixtures::schema({{"t", fixtures::type(TypeId::kInt64)}, {"s", fixtures::type(TypeId::kLargeUtf8)}});
   auto make = [&](auto s0, auto s1, std::string time) {
     std::vector<std::unique_ptr<BatchSource>> inputs;
-    inputs.push_back(std::make_unique<testing::ListSource>(s0, std::vector<Batch>{}));
-    inputs.push_back(std::make_unique<testing::ListSource>(s1, std::vector<Batch>{}));
+    inputs.push_back(std::make_unique<fixtures::ListSource>(s0, std::vector<Batch>{}));
+    inputs.push_back(std::make_unique<fixtures::ListSource>(s1, std::vector<Batch>{}));
     return gate::make_merge(std::move(inputs), {time, 10});
   };
   CHECK_THROWS_WITH(make(sch, sch, "time"), ErrorKind::kInvalidInput,
@@ -179,9 +179,9 @@ TEST(construction_checks_columns_and_schemas) {
   CHECK_THROWS_WITH(make(sch, other, "t"), ErrorKind::kSchemaMismatch,
                     "input 1 does not match input 0: column 's' has type large_string; expected string");
   CHECK_THROWS_WITH(gate::make_merge({}, {"t", 10}), ErrorKind::kInvalidInput, "at least one input");
-  auto strings = testing::schema({{"s", testing::type(TypeId::kUtf8)}, {"t", testing::type(TypeId::kUtf8)}});
+  auto strings = fixtures::schema({{"s", fixtures::type(TypeId::kUtf8)}, {"t", fixtures::type(TypeId::kUtf8)}});
   std::vector<std::unique_ptr<BatchSource>> one;
-  one.push_back(std::make_unique<testing::ListSource>(strings, std::vector<Batch>{}));
+  one.push_back(std::make_unique<fixtures::ListSource>(strings, std::vector<Batch>{}));
   CHECK_THROWS_WITH(gate::make_merge(std::move(one), {"t", 10}), ErrorKind::kInvalidInput,
                     "time column 't' of input 0 has type string");
 }

@@ -28,10 +28,10 @@
 #include "ops/keyed.h"
 #include "ops/parametric.h"
 #include "unit.h"
-#include "window/keys.h"
+#include "core/key_table.h"
 
 using namespace pao;
-using testing::type;
+using fixtures::type;
 using window::AggKind;
 using window::AggSpec;
 
@@ -149,7 +149,7 @@ DataType timestamp(TimeUnit unit, std::string tz) {
 
 // Column 0 is the time "t" of `time_type`; then keys ki, ks, kf, kb; then values.
 std::shared_ptr<const Schema> data_schema(const DataType& time_type) {
-  return testing::schema({{"t", time_type, false},
+  return fixtures::schema({{"t", time_type, false},
                           {"ki", type(TypeId::kInt64), true},
                           {"ks", type(TypeId::kUtf8), true},
                           {"kf", type(TypeId::kFloat64), true},
@@ -260,7 +260,7 @@ std::vector<size_t> indices(const Batch& b, const std::vector<std::string>& name
 // Each row's key id, by a key table over all rows: the routing the runtime does (any hash of the
 // key would do; the id is one).
 std::vector<uint32_t> key_ids(const Batch& data, const std::vector<std::string>& keys) {
-  window::KeyTable table(*data.schema(), indices(data, keys));
+  KeyTable table(*data.schema(), indices(data, keys));
   std::vector<uint32_t> ids;
   for (int64_t r = 0; r < data.num_rows(); ++r) ids.push_back(table.id(data, r));
   return ids;
@@ -785,8 +785,8 @@ TEST(arguments_are_checked_against_the_schema) {
   CHECK_THROWS_WITH(op->process_rows(d, rows, 2), ErrorKind::kUsage, "partition 2 of 2");
 
   // A null time (only an operator that rewrote the time column can make one) is an error.
-  const auto nullable = testing::schema({{"t", type(TypeId::kInt64), true}, {"k", type(TypeId::kInt64), true}});
-  std::vector<ColumnBuilder> b{ColumnBuilder(type(TypeId::kInt64)), ColumnBuilder(type(TypeId::kInt64))};
+  const auto nullable = fixtures::schema({{"t", type(TypeId::kInt64), true}, {"k", type(TypeId::kInt64), true}});
+  std::vector<ColumnBuilder> b = builders_of({type(TypeId::kInt64), type(TypeId::kInt64)});
   b[0].append_null();
   b[1].append_null();
   const Batch null_time = finish_batch(nullable, b);

@@ -32,8 +32,8 @@ const char* name(Design d) { return ops::design_name(d); }
 // Input rows: time t, group key k, value v (all int64; v identifies the row, so first and last
 // check the merged order).
 std::shared_ptr<const Schema> input_schema() {
-  using testing::type;
-  return testing::schema({{"t", type(TypeId::kInt64), false},
+  using fixtures::type;
+  return fixtures::schema({{"t", type(TypeId::kInt64), false},
                           {"k", type(TypeId::kInt64), false},
                           {"v", type(TypeId::kInt64), false}});
 }
@@ -44,7 +44,7 @@ struct Rows {
 };
 
 Batch make_batch(const std::shared_ptr<const Schema>& schema, const Rows& rows, size_t from, size_t n) {
-  auto st = std::make_shared<testing::Storage>();
+  auto st = std::make_shared<fixtures::Storage>();
   st->i64.emplace_back(rows.t.begin() + from, rows.t.begin() + from + n);
   st->i64.emplace_back(rows.k.begin() + from, rows.k.begin() + from + n);
   st->i64.emplace_back(rows.v.begin() + from, rows.v.begin() + from + n);
@@ -303,7 +303,7 @@ TEST(pulled_inputs_with_engine_producers_equal_the_reference) {
           batches.push_back(make_batch(schema, in, from, n));
           from += n;
         }
-        sources.push_back(std::make_unique<testing::ListSource>(schema, std::move(batches)));
+        sources.push_back(std::make_unique<fixtures::ListSource>(schema, std::move(batches)));
       }
       MultiwayAggregate op(schema, k, std::move(o));
       op.start(std::move(sources));
@@ -331,7 +331,7 @@ TEST(stats_from_another_thread_while_the_reader_reads) {
     for (const Rows& in : inputs) {
       std::vector<Batch> batches;
       for (size_t from = 0; from < in.size(); from += 100) batches.push_back(make_batch(schema, in, from, std::min<size_t>(100, in.size() - from)));
-      sources.push_back(std::make_unique<testing::ListSource>(schema, std::move(batches)));
+      sources.push_back(std::make_unique<fixtures::ListSource>(schema, std::move(batches)));
     }
     MultiwayAggregate op(schema, k, std::move(o));
     op.start(std::move(sources));

@@ -15,16 +15,16 @@
 #include "unit.h"
 
 using namespace pao;
-using testing::ListSource;
+using fixtures::ListSource;
 
 namespace {
 
 // Every test batch: int64 columns t (time), k (key), v (value), h (an order-sensitive checksum).
 std::shared_ptr<const Schema> tkvh() {
-  return testing::schema({{"t", testing::type(TypeId::kInt64), false},
-                          {"k", testing::type(TypeId::kInt64), false},
-                          {"v", testing::type(TypeId::kInt64), false},
-                          {"h", testing::type(TypeId::kInt64), false}});
+  return fixtures::schema({{"t", fixtures::type(TypeId::kInt64), false},
+                          {"k", fixtures::type(TypeId::kInt64), false},
+                          {"v", fixtures::type(TypeId::kInt64), false},
+                          {"h", fixtures::type(TypeId::kInt64), false}});
 }
 
 struct Rows {
@@ -39,7 +39,7 @@ struct Rows {
 };
 
 Batch make(const Rows& r) {
-  auto st = std::make_shared<testing::Storage>();
+  auto st = std::make_shared<fixtures::Storage>();
   st->i64 = {r.t, r.k, r.v, r.h};
   std::vector<Column> cols(4);
   for (size_t c = 0; c < 4; ++c) {

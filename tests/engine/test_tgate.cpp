@@ -32,7 +32,7 @@ struct Seen {
 };
 
 Batch times_batch(const std::vector<int64_t>& times) {
-  return testing::time_string_batch(testing::time_string_schema(), times,
+  return fixtures::time_string_batch(fixtures::time_string_schema(), times,
                                     std::vector<std::string>(times.size()));
 }
 
@@ -334,7 +334,7 @@ TEST(benchmark_gate_reads_every_tuple_whatever_the_batch_size) {
   for (const Run r : {Run{4, 2, 600000, 131072}, Run{5, 2, 600000, 65536}, Run{3, 2, 90000, 7000},
                       Run{2, 2, 50000, 1}, Run{3, 1, 2, 1000}}) {
     for (const auto readiness : {gate::Readiness::kExact, gate::Readiness::kScanAll}) {
-      const testing::GateBenchResult got = testing::benchmark_gate(r.inputs, r.tuples, readiness, r.producers, r.batch_rows);
+      const pao::testing::GateBenchResult got = pao::testing::benchmark_gate(r.inputs, r.tuples, readiness, r.producers, r.batch_rows);
       CHECK_EQ(got.tuples, r.tuples / static_cast<int64_t>(r.inputs) * static_cast<int64_t>(r.inputs));
       CHECK(got.peak_live_arenas <= r.inputs * 16);  // the default back-pressure window per input
     }

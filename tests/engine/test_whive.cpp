@@ -27,15 +27,15 @@ namespace {
 using Row = std::vector<int64_t>;  // window_start, window_end, key, then every aggregate
 
 std::shared_ptr<const Schema> tkv_schema() {
-  using testing::type;
-  return testing::schema({{"t", type(TypeId::kInt64), false},
+  using fixtures::type;
+  return fixtures::schema({{"t", type(TypeId::kInt64), false},
                           {"k", type(TypeId::kInt64), false},
                           {"v", type(TypeId::kInt64), false}});
 }
 
 // One batch of (t, k, v) rows.
 Batch tkv_batch(const std::vector<int64_t>& t, const std::vector<int64_t>& k, const std::vector<int64_t>& v) {
-  auto st = std::make_shared<testing::Storage>();
+  auto st = std::make_shared<fixtures::Storage>();
   st->i64 = {t, k, v};
   std::vector<Column> cols(3);
   for (size_t c = 0; c < 3; ++c) {
@@ -137,7 +137,7 @@ TEST(sliced_single_thread_equals_unsliced) {
     WHive hive(*tkv_schema(), q, 7, 1, HiveMode::kSingle);
     for (const auto& [t, i, r] : merged(in)) {
       hive.emit(t);
-      CHECK(hive.update(0, in.batches[i], r, window::Position{t, 0}));
+      CHECK(hive.update(0, in.batches[i], r, OrderKey{t, 0}));
     }
     hive.emit(INT64_MAX);
     CHECK(drain(hive) == unsliced(in, q));
@@ -146,7 +146,7 @@ TEST(sliced_single_thread_equals_unsliced) {
 
 // Shared keys (WiML): each updater owns some inputs and applies them in its own order, publishing
 // each input's progress; the output thread emits concurrently at the least progress. first and
-// last must still keep the merged order's tuple: each update carries its Position.
+// last must still keep the merged order's tuple: each update carries its OrderKey.
 TEST(stress_shared_updaters_race_the_output_thread) {
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     std::mt19937_64 rng(seed);
@@ -170,7 +170,7 @@ TEST(stress_shared_updaters_race_the_output_thread) {
             const auto n = static_cast<int64_t>(in.times[i].size());
             for (int step = 0; step < 1 + static_cast<int>(i % 7) && next[i] < n; ++step) {
               const int64_t t = in.times[i][next[i]];
-              const auto at = window::Position::of(t, static_cast<uint32_t>(i), next[i]);
+              const auto at = OrderKey::of(t, static_cast<uint32_t>(i), next[i]);
               if (!hive.update(u, in.batches[i], next[i], at)) {
                 progress[i].store(t, std::memory_order_release);  // busy: let the output catch up
                 break;
@@ -213,7 +213,7 @@ TEST(stress_partitioned_updaters_race_the_output_thread) {
       threads.emplace_back([&, u] {
         for (const auto& [t, i, r] : order) {
           progress[u].store(t, std::memory_order_release);
-          while (!hive.update(u, in.batches[i], r, window::Position{t, 0})) std::this_thread::yield();
+          while (!hive.update(u, in.batches[i], r, OrderKey{t, 0})) std::this_thread::yield();
         }
         progress[u].store(INT64_MAX, std::memory_order_release);
       });

@@ -20,10 +20,11 @@
 
 #include "core/builder.h"
 #include "core/gather.h"
+#include "core/values.h"
 #include "helpers.h"
 #include "ops/windowed.h"
 #include "unit.h"
-#include "window/keys.h"
+#include "core/key_table.h"
 
 using namespace pao;
 using ops::OperatorPtr;
@@ -81,7 +82,7 @@ std::string show(const Batch& b, size_t col, int64_t row) {
       std::snprintf(buf, sizeof buf, "%g/%016llx", f, static_cast<unsigned long long>(std::bit_cast<uint64_t>(f)));
       return buf;
     }
-    case TypeId::kUtf8: return "'" + std::string(window::string_at(c, row, false)) + "'";
+    case TypeId::kUtf8: return "'" + std::string(string_at(c, t, row)) + "'";
     default: return "?";
   }
 }
@@ -152,7 +153,7 @@ Rows run_one_at_a_time(const OperatorPtr& op, const Batch& input) {
 Rows run_partitioned(const OperatorPtr& op, const Batch& input, const std::vector<int64_t>& lengths,
                      size_t partitions, std::mt19937_64& rng, std::vector<int64_t>* sources = nullptr) {
   op->set_partitions(partitions);
-  window::KeyTable router(*input.schema(), op->key_columns());
+  KeyTable router(*input.schema(), op->key_columns());
   Rows out;
   int64_t at = 0;
   for (int64_t len : lengths) {
@@ -189,8 +190,8 @@ Rows run_partitioned(const OperatorPtr& op, const Batch& input, const std::vecto
 // ---- top_k -------------------------------------------------------------------------------------
 
 std::shared_ptr<const Schema> topk_schema() {
-  using testing::type;
-  return testing::schema({{"t", type(TypeId::kInt64), false},
+  using fixtures::type;
+  return fixtures::schema({{"t", type(TypeId::kInt64), false},
                           {"g", type(TypeId::kInt64), true},
                           {"f", type(TypeId::kFloat64), true},
                           {"v", type(TypeId::kInt64), true},
@@ -212,7 +213,7 @@ Rows brute_top_k(const Batch& in, int64_t k, const std::string& by, bool per, bo
       return std::signbit(y) - std::signbit(x);
     }
     if (type.id == TypeId::kUtf8) {
-      const std::string x(window::string_at(c, a, false)), y(window::string_at(c, b, false));
+      const std::string x(string_at(c, type, a)), y(string_at(c, type, b));
       return x < y ? -1 : x > y;
     }
     const int64_t x = c.typed<int64_t>()[a], y = c.typed<int64_t>()[b];
@@ -261,8 +262,8 @@ Batch random_topk_input(std::mt19937_64& rng, int64_t n) {
 // ---- window_aggregate --------------------------------------------------------------------------
 
 std::shared_ptr<const Schema> events_schema() {
-  using testing::type;
-  return testing::schema({{"t", type(TypeId::kInt64), false},
+  using fixtures::type;
+  return fixtures::schema({{"t", type(TypeId::kInt64), false},
                           {"k", type(TypeId::kInt64), true},
                           {"s", type(TypeId::kUtf8), true},
                           {"v", type(TypeId::kInt64), true},
@@ -315,8 +316,8 @@ const window::WindowSpec kShapes[] = {{10, 3, 0}, {4, 4, 1}, {3, 7, -2}, {20, 2,
 // ids as their values with null last.
 TEST(key_table_ids_are_first_seen_ranks_dense_or_hashed) {
   std::mt19937_64 rng(7);
-  const auto sch = testing::schema({{"k", testing::type(TypeId::kUInt64), true}});
-  const auto signed_sch = testing::schema({{"k", testing::type(TypeId::kInt64), true}});
+  const auto sch = fixtures::schema({{"k", fixtures::type(TypeId::kUInt64), true}});
+  const auto signed_sch = fixtures::schema({{"k", fixtures::type(TypeId::kInt64), true}});
   const uint64_t top = ~uint64_t{0};
   std::vector<std::pair<std::string, std::vector<std::optional<uint64_t>>>> cases;
   auto add = [&](std::string name, auto make) {
@@ -355,7 +356,7 @@ TEST(key_table_ids_are_first_seen_ranks_dense_or_hashed) {
         }
       }
       const Batch batch = finish_batch(s, b);
-      window::KeyTable table(*s, {0});
+      KeyTable table(*s, {0});
       std::map<std::optional<uint64_t>, uint32_t> rank;
       std::vector<std::optional<uint64_t>> of_id;
       for (int64_t r = 0; r < batch.num_rows(); ++r) {
@@ -386,8 +387,8 @@ TEST(key_table_ids_are_first_seen_ranks_dense_or_hashed) {
 }
 
 TEST(top_k_by_hand) {
-  using testing::type;
-  auto sch = testing::schema({{"g", type(TypeId::kInt64), true}, {"x", type(TypeId::kFloat64), true}});
+  using fixtures::type;
+  auto sch = fixtures::schema({{"g", type(TypeId::kInt64), true}, {"x", type(TypeId::kFloat64), true}});
   const Batch in = make_batch(sch, {{num(1), num(1), num(1), num(1), num(2), num(2), null(), null(), num(1)},
                                     {dbl(3), dbl(5), null(), dbl(5), dbl(-0.0), dbl(0.0), dbl(NAN), dbl(1), dbl(7)}});
   // Group 1: 5 (row 1), 5 (row 3, later), 3; group 2: 0.0 above -0.0; group null: NaN above 1;
@@ -414,8 +415,8 @@ TEST(top_k_by_hand) {
 }
 
 TEST(top_k_per_groups_keys_equal_as_keys) {
-  using testing::type;
-  auto sch = testing::schema({{"g", type(TypeId::kFloat64), true}, {"x", type(TypeId::kInt64), true}});
+  using fixtures::type;
+  auto sch = fixtures::schema({{"g", type(TypeId::kFloat64), true}, {"x", type(TypeId::kInt64), true}});
   // -0.0 and 0.0 are one run, as are two NaNs; nulls are a run of their own.
   const Batch in = make_batch(sch, {{dbl(-0.0), dbl(0.0), dbl(NAN), dbl(NAN), null(), null()},
                                     {num(1), num(2), num(3), num(4), num(5), num(6)}});
@@ -467,7 +468,7 @@ TEST(top_k_rejects_bad_arguments) {
   CHECK_THROWS_WITH(ops::make_top_k(sch, 0, "f", std::nullopt, true), ErrorKind::kInvalidInput, "k >= 1");
   CHECK_THROWS_WITH(ops::make_top_k(sch, 2, "nope", std::nullopt, true), ErrorKind::kInvalidInput, "'nope' not found");
   CHECK_THROWS_WITH(ops::make_top_k(sch, 2, "f", "gg", true), ErrorKind::kInvalidInput, "'per' column 'gg'");
-  auto ranked = testing::schema({{"rank", testing::type(TypeId::kInt64), true}});
+  auto ranked = fixtures::schema({{"rank", fixtures::type(TypeId::kInt64), true}});
   CHECK_THROWS_WITH(ops::make_top_k(ranked, 2, "rank", std::nullopt, true), ErrorKind::kInvalidInput,
                     "already has one");
 }
@@ -475,8 +476,8 @@ TEST(top_k_rejects_bad_arguments) {
 // ---- window_aggregate --------------------------------------------------------------------------
 
 TEST(keyed_window_aggregate_by_hand) {
-  using testing::type;
-  auto sch = testing::schema({{"t", type(TypeId::kInt32), false}, {"k", type(TypeId::kUtf8), true},
+  using fixtures::type;
+  auto sch = fixtures::schema({{"t", type(TypeId::kInt32), false}, {"k", type(TypeId::kUtf8), true},
                               {"v", type(TypeId::kInt64), true}});
   // Tumbling windows of 10. Key a: t 1, 5, 12 (closes [0,10)), 31 (closes [10,20)); key b: 3, 25
   // (closes [0,10)); null key: 8. At the end: [20,30) b, [30,40) a; and [0,10) of the null key.
@@ -565,8 +566,8 @@ TEST(global_window_aggregate_equals_aggregate_for_every_morsel_size) {
 }
 
 TEST(global_window_aggregate_closes_on_the_pipeline_time) {
-  using testing::type;
-  auto sch = testing::schema({{"t", type(TypeId::kInt64), false}, {"v", type(TypeId::kInt64), true}});
+  using fixtures::type;
+  auto sch = fixtures::schema({{"t", type(TypeId::kInt64), false}, {"v", type(TypeId::kInt64), true}});
   const Batch in = make_batch(sch, {{num(0), num(4), num(5), num(11)}, {num(1), num(2), num(3), num(4)}});
   OperatorPtr op = ops::make_window_aggregate(sch, "t", {5, 5, 0}, {{"s", AggKind::kSum, "v"}}, {});
   CHECK_EQ(op->process(in.slice(0, 2)).num_rows(), 0);

@@ -17,15 +17,13 @@
 #include "core/batch.h"
 #include "core/builder.h"
 
-namespace pao::window {
+namespace pao {
 
 // The value of a fixed-width or bool column at `row` as an unsigned integer whose order is the key
 // order (signed values offset by 2^(bits-1); floats by the usual sign flip, every NaN one value above
 // +inf, -0.0 folded into 0.0). Equal results mean equal keys. Not for string columns; the caller
 // checks validity.
 uint64_t key_order_value(const DataType& type, const Column& c, int64_t row);
-// The bytes of a utf8 (`large` false) or large_utf8 column's value at `row`.
-std::string_view string_at(const Column& c, int64_t row, bool large);
 
 class KeyTable {
  public:
@@ -117,4 +115,4 @@ class KeyTable {
 // once per column.
 void key_hashes(const Batch& batch, const std::vector<size_t>& columns, std::vector<uint64_t>& out);
 
-}  // namespace pao::window
+}  // namespace pao

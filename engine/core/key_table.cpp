@@ -1,4 +1,4 @@
-#include "window/keys.h"
+#include "core/key_table.h"
 
 #include <algorithm>
 #include <bit>
@@ -8,8 +8,9 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/values.h"
 
-namespace pao::window {
+namespace pao {
 namespace {
 
 constexpr uint32_t kEmpty = UINT32_MAX;
@@ -50,24 +51,11 @@ int normalized_bytes(const DataType& type) {
 
 }  // namespace
 
-std::string_view string_at(const Column& c, int64_t row, bool large) {
-  const int64_t i = c.offset + row;
-  int64_t begin, end;
-  if (large) {
-    begin = static_cast<const int64_t*>(c.values)[i];
-    end = static_cast<const int64_t*>(c.values)[i + 1];
-  } else {
-    begin = static_cast<const int32_t*>(c.values)[i];
-    end = static_cast<const int32_t*>(c.values)[i + 1];
-  }
-  return {reinterpret_cast<const char*>(c.data) + begin, static_cast<size_t>(end - begin)};
-}
-
 uint64_t key_order_value(const DataType& type, const Column& c, int64_t row) {
   const int64_t i = c.offset + row;
   switch (type.id) {
     case TypeId::kBool:
-      return (static_cast<const uint8_t*>(c.values)[i >> 3] >> (i & 7)) & 1;
+      return get_bit(static_cast<const uint8_t*>(c.values), i);
     case TypeId::kFloat32: {
       float f = static_cast<const float*>(c.values)[i];
       if (std::isnan(f)) return 0xFFFFFFFFu;
@@ -205,9 +193,9 @@ uint32_t KeyTable::encoded_id(const Batch& batch, int64_t row) {
       continue;
     }
     scratch_.push_back('\x00');
-    if (type.layout() == Layout::kOffsets32 || type.layout() == Layout::kOffsets64) {
+    if (is_string(type.id)) {
       // Each 0x00 escaped as 0x00 0xFF, the end marked 0x00 0x00: bytewise order is string order.
-      for (char ch : string_at(c, row, type.layout() == Layout::kOffsets64)) {
+      for (char ch : string_at(c, type, row)) {
         scratch_.push_back(ch);
         if (ch == '\0') scratch_.push_back('\xFF');
       }
@@ -245,7 +233,7 @@ void KeyTable::append(uint32_t id, std::vector<ColumnBuilder>& builders, size_t 
       continue;
     }
     const DataType& type = types_[k];
-    if (type.layout() == Layout::kOffsets32 || type.layout() == Layout::kOffsets64) {
+    if (is_string(type.id)) {
       std::string value;
       for (;;) {
         const char ch = e[at++];
@@ -367,14 +355,13 @@ void key_hashes(const Batch& batch, const std::vector<size_t>& columns, std::vec
   for (size_t c : columns) {
     const Column& col = batch.column(c);
     const DataType& type = batch.schema()->fields[c].type;
-    const Layout layout = type.layout();
     constexpr uint64_t kNullHash = 0x5bd1e9955bd1e995ull;
     for (int64_t r = 0; r < n; ++r) {
       uint64_t h;
       if (!col.is_valid(r)) {
         h = kNullHash;
-      } else if (layout == Layout::kOffsets32 || layout == Layout::kOffsets64) {
-        const std::string_view s = string_at(col, r, layout == Layout::kOffsets64);
+      } else if (is_string(type.id)) {
+        const std::string_view s = string_at(col, type, r);
         h = std::hash<std::string_view>{}(s);
       } else {
         h = key_order_value(type, col, r);
@@ -384,4 +371,4 @@ void key_hashes(const Batch& batch, const std::vector<size_t>& columns, std::vec
   }
 }
 
-}  // namespace pao::window
+}  // namespace pao
