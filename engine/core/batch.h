@@ -95,9 +95,10 @@ class Buffer {
   size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
 
-  // Keeps the first min(size(), n) bytes; bytes past them are uninitialised.
+  // Keeps the first min(size(), n) bytes; bytes past them are uninitialised. After any resize
+  // data() is not null, even for size 0 (memcpy and memset may be handed it).
   void resize(size_t n) {
-    if (n > capacity_) reallocate(std::max(n, 2 * capacity_));
+    if (n > capacity_ || !data_) reallocate(std::max(n, 2 * capacity_));
     size_ = n;
   }
   void reserve(size_t n) {

@@ -103,7 +103,7 @@ class TGate {
   // have reached, and those inputs then wait for the producer. Deadlock-free: calls of at most
   // arena_rows rows (all or nothing), each into the owned input with the least next time
   // (ties: least index), the others heartbeated at their next times before a call may block
-  // (tgate_bench.cpp; multiway.cpp's producers do the same but poll instead of blocking).
+  // (testing/tgate_bench.cpp; ops/multiway_producers.cpp's producers do the same but poll instead of blocking).
   bool insert(size_t slot, uint32_t input, const Batch& batch, const int64_t* times, bool wait = true);
   // Promises that `input` sends nothing earlier than `time`. Throws kUnsorted if time is below an
   // earlier heartbeat of this input.

@@ -158,7 +158,7 @@ class MultiwayAggregate : public BatchSource {
   std::vector<std::mutex> push_locks_;  // push form: one pusher per input at a time
   // Push form: inputs closed by close(); each entry guarded by its input's push lock.
   std::vector<char> closed_;
-  // kWiML push form: per input, the rows a push could not apply yet (multiway.cpp).
+  // kWiML push form: per input, the rows a push could not apply yet (multiway_internal.h).
   struct Backlog;
   std::unique_ptr<Backlog[]> backlogs_;
   // As many rows as the T-Gate's back-pressure lets an input hold (16 arenas of 4096).

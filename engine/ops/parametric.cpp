@@ -160,61 +160,46 @@ class ParametricBody {
   std::shared_ptr<const Schema> output_;
 };
 
-class StatelessParametric final : public Operator {
+// The stateless and the stateful kind: one class, as they differ only in the state the stateful
+// kind carries from tuple to tuple (one running hash and one state region for the whole stream).
+class UnkeyedParametric final : public Operator {
  public:
-  StatelessParametric(std::shared_ptr<const Schema> input, const ParametricOptions& options)
-      : body_(std::move(input), options, OpKind::kStateless) {}
+  UnkeyedParametric(std::shared_ptr<const Schema> input, const ParametricOptions& options, OpKind kind)
+      : body_(std::move(input), options, kind),
+        kind_(kind),
+        words_(kind == OpKind::kStateful ? body_.words() : 0, 0) {}
 
   std::string name() const override { return "parametric"; }
-  std::string describe() const override { return body_.describe("(stateless)"); }
-  OpKind kind() const override { return OpKind::kStateless; }
+  std::string describe() const override {
+    return body_.describe(kind_ == OpKind::kStateful ? "in total (stateful)" : "(stateless)");
+  }
+  OpKind kind() const override { return kind_; }
   Selectivity selectivity() const override { return body_.selectivity(); }
   const std::shared_ptr<const Schema>& input_schema() const override { return body_.input(); }
   const std::shared_ptr<const Schema>& output_schema() const override { return body_.output(); }
 
-  // Thread-safe: reads only the body, which is immutable after construction.
+  // Stateless: thread-safe, reading only the body, which is immutable after construction.
+  // Stateful: the runtime runs one process() at a time, in input order.
   Batch process(const Batch& in) override {
+    const bool stateful = kind_ == OpKind::kStateful;
     std::vector<int64_t> rows;
     ColumnBuilder p_state = ParametricBody::p_state_builder();
     for (int64_t r = 0; r < in.num_rows(); ++r) {
       const uint64_t h = body_.hash(in, r);
-      body_.emit(h, r, h, rows, p_state);
+      if (stateful) {
+        state_ = parametric_fold(state_, h);
+        touch(words_.data(), words_.size(), h);
+      }
+      body_.emit(h, r, stateful ? state_ : h, rows, p_state);
     }
     return body_.assemble(in, rows, p_state);
   }
 
  private:
   const ParametricBody body_;
-};
-
-class StatefulParametric final : public Operator {
- public:
-  StatefulParametric(std::shared_ptr<const Schema> input, const ParametricOptions& options)
-      : body_(std::move(input), options, OpKind::kStateful), words_(body_.words(), 0) {}
-
-  std::string name() const override { return "parametric"; }
-  std::string describe() const override { return body_.describe("in total (stateful)"); }
-  OpKind kind() const override { return OpKind::kStateful; }
-  Selectivity selectivity() const override { return body_.selectivity(); }
-  const std::shared_ptr<const Schema>& input_schema() const override { return body_.input(); }
-  const std::shared_ptr<const Schema>& output_schema() const override { return body_.output(); }
-
-  Batch process(const Batch& in) override {
-    std::vector<int64_t> rows;
-    ColumnBuilder p_state = ParametricBody::p_state_builder();
-    for (int64_t r = 0; r < in.num_rows(); ++r) {
-      const uint64_t h = body_.hash(in, r);
-      state_ = parametric_fold(state_, h);
-      touch(words_.data(), words_.size(), h);
-      body_.emit(h, r, state_, rows, p_state);
-    }
-    return body_.assemble(in, rows, p_state);
-  }
-
- private:
-  const ParametricBody body_;
-  uint64_t state_ = kParametricSeed;
-  std::vector<uint64_t> words_;
+  const OpKind kind_;
+  uint64_t state_ = kParametricSeed;  // stateful only
+  std::vector<uint64_t> words_;       // stateful only
 };
 
 // A partition's key table, each key's running hash, and each key's state region (flat: key id *
@@ -288,11 +273,11 @@ int64_t parametric_copies(uint64_t tuple_hash, double selectivity) {
 }
 
 OperatorPtr make_stateless_parametric(std::shared_ptr<const Schema> input_schema, ParametricOptions options) {
-  return std::make_shared<StatelessParametric>(std::move(input_schema), options);
+  return std::make_shared<UnkeyedParametric>(std::move(input_schema), options, OpKind::kStateless);
 }
 
 OperatorPtr make_stateful_parametric(std::shared_ptr<const Schema> input_schema, ParametricOptions options) {
-  return std::make_shared<StatefulParametric>(std::move(input_schema), options);
+  return std::make_shared<UnkeyedParametric>(std::move(input_schema), options, OpKind::kStateful);
 }
 
 OperatorPtr make_keyed_parametric(std::shared_ptr<const Schema> input_schema, std::vector<std::string> keys,

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "ops/stateless.h"
 #include "python/capsules.h"
+#include "python/gil.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -102,41 +103,43 @@ ExprPtr expr_from_python(nb::handle ir) {
   bad_ir("unknown node kind '" + tag + "'", ir);
 }
 
+namespace {
+
+// `work(expr, batch)` without the GIL, an error about one row naming that row of the batch; the
+// result goes back as a pyarrow RecordBatch over our Batch handle (PyCapsule import, no copy).
+template <class Work>
+nb::object on_batch(nb::handle ir, nb::handle batch, Work work) {
+  const ExprPtr e = expr_from_python(ir);
+  const Batch in = import_py_batch(batch, "the batch");
+  Batch out = without_gil([&] {
+    try {
+      return work(e, in);
+    } catch (const Error& err) {
+      if (err.row() < 0) throw;
+      throw Error(err.kind(), "row " + std::to_string(err.row()) + " of the batch: " + err.what());
+    }
+  });
+  return nb::module_::import_("pyarrow").attr("record_batch")(nb::cast(BatchHandle{std::move(out)}));
+}
+
+}  // namespace
+
 void bind_expr(nb::module_& m) {
-  // Results go back as our Batch handle through pyarrow's PyCapsule import, without copying.
-  auto to_record_batch = [](Batch b) {
-    return nb::module_::import_("pyarrow").attr("record_batch")(nb::cast(BatchHandle{std::move(b)}));
-  };
   m.def(
       "evaluate",
-      [to_record_batch](nb::handle ir, nb::handle batch) {
-        const ExprPtr e = expr_from_python(ir);
-        const Batch in = import_py_batch(batch, "the batch");
-        Value v;
-        {
-          nb::gil_scoped_release nogil;
-          try {
-            v = evaluate(bind(*e, *in.schema()), in);
-          } catch (const Error& err) {
-            if (err.row() < 0) throw;
-            throw Error(err.kind(), "row " + std::to_string(err.row()) + " of the batch: " + err.what());
-          }
-        }
-        auto schema = std::make_shared<const Schema>(Schema{{{"result", v.type, true}}});
-        return to_record_batch(Batch(std::move(schema), v.length, {v.column}, v.owner)).attr("column")(0);
+      [](nb::handle ir, nb::handle batch) {
+        return on_batch(ir, batch, [](const ExprPtr& e, const Batch& in) {
+                 const Value v = evaluate(bind(*e, *in.schema()), in);
+                 auto schema = std::make_shared<const Schema>(Schema{{{"result", v.type, true}}});
+                 return Batch(std::move(schema), v.length, {v.column}, v.owner);
+               })
+            .attr("column")(0);
       },
       "ir"_a, "batch"_a, "The expression `ir` (Expr._to_ir()) over a record batch, as a pyarrow Array.");
   m.def(
       "filter",
-      [to_record_batch](nb::handle ir, nb::handle batch) {
-        const ExprPtr e = expr_from_python(ir);
-        const Batch in = import_py_batch(batch, "the batch");
-        Batch out;
-        {
-          nb::gil_scoped_release nogil;
-          out = ops::make_filter(in.schema(), e)->process(in);
-        }
-        return to_record_batch(std::move(out));
+      [](nb::handle ir, nb::handle batch) {
+        return on_batch(ir, batch, [](const ExprPtr& e, const Batch& in) { return ops::make_filter(in.schema(), e)->process(in); });
       },
       "ir"_a, "batch"_a, "The rows of a record batch where the predicate `ir` is true, as a pyarrow RecordBatch.");
   m.def(
