@@ -4,9 +4,11 @@
 #include <cerrno>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "arrow/format.h"
+#include "arrow/owned.h"
 #include "core/error.h"
 
 namespace pao::arrow {
@@ -26,18 +28,17 @@ struct Counted {
 
 // ---- schemas ----
 
-// Holders release their remaining children on destruction, so a holder freed by an exception
-// half-way through an export leaks nothing. A child the consumer moved out has release == nullptr.
+// Holders own their children through arrow::Owned, which has the struct's layout (checked below),
+// so the array of children the parent points to is the vector's storage. A holder freed by an
+// exception half-way through an export leaks nothing; a child the consumer moved out has
+// release == nullptr, and Owned then has nothing to release.
+static_assert(sizeof(OwnedSchema) == sizeof(ArrowSchema) && sizeof(OwnedArray) == sizeof(ArrowArray));
+static_assert(std::is_standard_layout_v<OwnedSchema> && std::is_standard_layout_v<OwnedArray>);
 struct SchemaHolder : Counted {
   std::string format;
   std::string name;
-  std::vector<ArrowSchema> children;  // value-initialised: release == nullptr until filled
+  std::vector<OwnedSchema> children;  // release == nullptr until filled
   std::vector<ArrowSchema*> child_ptrs;
-  ~SchemaHolder() {
-    for (ArrowSchema& child : children) {
-      if (child.release != nullptr) child.release(&child);
-    }
-  }
 };
 
 void release_schema(ArrowSchema* s) {
@@ -68,13 +69,8 @@ struct ColumnHolder : Counted {
 struct BatchHolder : Counted {
   std::shared_ptr<const void> owner;
   const void* buffers[1] = {nullptr};  // a record batch has no validity bitmap of its own
-  std::vector<ArrowArray> children;  // value-initialised: release == nullptr until filled
+  std::vector<OwnedArray> children;  // release == nullptr until filled
   std::vector<ArrowArray*> child_ptrs;
-  ~BatchHolder() {
-    for (ArrowArray& child : children) {
-      if (child.release != nullptr) child.release(&child);
-    }
-  }
 };
 
 void release_column(ArrowArray* a) {
@@ -159,8 +155,8 @@ void export_schema(const Schema& schema, ArrowSchema* out) {
     auto child = std::make_unique<SchemaHolder>();
     child->format = to_format(field.type);
     child->name = field.name;
-    fill_schema(&holder->children[i], child.release(), field.nullable ? ARROW_FLAG_NULLABLE : 0);
-    holder->child_ptrs.push_back(&holder->children[i]);
+    fill_schema(holder->children[i].get(), child.release(), field.nullable ? ARROW_FLAG_NULLABLE : 0);
+    holder->child_ptrs.push_back(holder->children[i].get());
   }
   fill_schema(out, holder.release(), 0);
 }
@@ -177,7 +173,7 @@ void export_batch(const Batch& batch, ArrowArray* out) {
     child->buffers[0] = col.validity;
     child->buffers[1] = col.values;
     child->buffers[2] = col.data;
-    ArrowArray& c = holder->children[i];
+    ArrowArray& c = *holder->children[i].get();
     c.length = batch.num_rows();
     c.null_count = col.validity == nullptr ? 0 : col.null_count;
     c.offset = col.offset;
