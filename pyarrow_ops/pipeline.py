@@ -61,6 +61,17 @@ def _expr(value: Any, what: str) -> Expr:
     raise TypeError(f"{what} must be an expression such as col('x') > 3, got {type(value).__name__}")
 
 
+@dataclass(frozen=True, eq=False)
+class _Merge:
+    """Where a pipeline that reads several streams starts: ``union`` of ``parents``, or a ``join``
+    or ``join_asof`` of the two ``parents`` (left, right) with checked ``args``. Compared by
+    identity: a node used twice is one node (fan-out)."""
+
+    name: str
+    parents: tuple[Pipeline, ...]
+    args: tuple[Any, ...]
+
+
 @dataclass(frozen=True)
 class Step:
     """One operator of a pipeline as written: the :class:`Pipeline` method's name and its checked
@@ -98,6 +109,7 @@ class Pipeline:
                 item._label = f"live input {index}"  # errors name the input as the merge does
         self._time = time
         self._steps: tuple[Step, ...] = ()
+        self._origin: _Merge | None = None
         self._last: PipelineResult | None = None
 
     @classmethod
@@ -106,6 +118,7 @@ class Pipeline:
         :meth:`plan` with a schema, or :meth:`with_inputs` later)."""
         p = cls.__new__(cls)
         p._inputs, p._time, p._steps, p._last = as_input_list(inputs), time, tuple(steps), None
+        p._origin = None
         return p
 
     @property
@@ -120,11 +133,96 @@ class Pipeline:
 
     def with_inputs(self, inputs: Input | Iterable[Input]) -> Pipeline:
         """The same operators over other inputs."""
+        self._refuse_graph("with_inputs()")
         return Pipeline.from_steps(self._steps, time=self._time, inputs=inputs)
 
     def _add(self, name: str, *args: Any) -> Pipeline:
+        # The new pipeline shares this one's inputs, origin and Step objects: the graph compiler
+        # (_Graph) recognises a shared prefix by their identity, so two pipelines grown from one
+        # node read it once (fan-out) instead of computing it twice.
         p = Pipeline.from_steps((*self._steps, Step(name, args)), time=self._time)
         p._inputs = self._inputs
+        p._origin = self._origin
+        return p
+
+    @property
+    def is_chain(self) -> bool:
+        """True for one chain of operators over one set of inputs (no union or join upstream):
+        the pipelines :attr:`steps` describes completely, and the ones ``pyarrow_ops.spark.run``
+        takes."""
+        return self._origin is None
+
+    def _refuse_graph(self, what: str) -> None:
+        if self._origin is not None:
+            raise _engine.UsageError(f"{what} takes a chain of operators over one set of inputs; this pipeline "
+                                     f"reads a {self._origin.name}, so it is a graph")
+
+    # Several streams.
+    def join(self, right: Pipeline, on: str | list[str] | tuple[str, ...] = (), *,
+             within: tuple[int | dt.timedelta, int | dt.timedelta], how: Literal["inner", "left"] = "inner") -> Pipeline:
+        """An interval join: pairs of a row of this stream (left) and one of ``right`` with equal
+        ``on`` keys (a null key matches nothing) and ``lo <= right.time - left.time <= hi`` for
+        ``within=(lo, hi)``. A pair leaves when its later row arrives; its time is that row's.
+        With ``how="left"`` a left row that matched nothing leaves, with null right columns, once
+        no match can come (at time ``left.time + hi``, or its own time if ``hi < 0``).
+
+        Columns: this stream's (the time column holding the pair's time), then ``right``'s but
+        the keys (a name taken gets ``_right``, so the right's time is ``<time>_right``), then
+        ``<time>_left``, the left row's own time. docs/graphs.md gives the exact order.
+
+        >>> import pyarrow as pa, pyarrow_ops as po
+        >>> sales = po.Pipeline(pa.table({"t": [1, 5], "item": [7, 8]}), time="t")
+        >>> returns = po.Pipeline(pa.table({"t": [3, 20], "item": [7, 8]}), time="t")
+        >>> sales.join(returns, on="item", within=(0, 10)).run(threads=2).to_arrow().to_pydict()
+        {'t': [3], 'item': [7], 't_right': [3], 't_left': [1]}
+        """
+        if not isinstance(right, Pipeline):
+            raise TypeError(f"join's right must be a Pipeline, got {type(right).__name__} (join_asof also "
+                            "takes a static table)")
+        self._same_time(right, "join")
+        if not (isinstance(within, tuple) and len(within) == 2):
+            raise TypeError(f"within must be a pair (lo, hi), got {within!r}")
+        if how not in ("inner", "left"):
+            raise ValueError(f"how must be 'inner' or 'left', got {how!r}")
+        return Pipeline._merged(_Merge("join", (self, right), (_keys(on), within[0], within[1], how)), self._time)
+
+    def join_asof(self, right: Pipeline | Input, by: str | list[str] | tuple[str, ...] = (), *,
+                  tolerance: int | dt.timedelta | None = None) -> Pipeline:
+        """Each row of this stream with the latest row of ``right`` with equal ``by`` keys (a
+        null key matches nothing) at or before its time (equal times count; of several right
+        rows of one time, the last), no older than ``tolerance`` if given; null right columns when
+        there is none. Like Polars' backward ``join_asof``. One row per row of this stream, in its
+        order and with its time; columns: this stream's, then ``right``'s but the keys (a name
+        taken gets ``_right``).
+
+        ``right`` may also be a static table (anything Arrow-shaped): for each key its last row
+        is in force from the start (a lookup join).
+
+        >>> import pyarrow as pa, pyarrow_ops as po
+        >>> readings = po.Pipeline(pa.table({"t": [5, 15], "meter": [1, 1]}), time="t")
+        >>> tariffs = po.Pipeline(pa.table({"t": [0, 10], "meter": [1, 1], "price": [0.2, 0.3]}), time="t")
+        >>> readings.join_asof(tariffs, by="meter").run(threads=2).to_arrow().to_pydict()
+        {'t': [5, 15], 'meter': [1, 1], 't_right': [0, 10], 'price': [0.2, 0.3]}
+        """
+        keys = _keys(by)
+        if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, dt.timedelta))):
+            raise TypeError(f"tolerance must be an int, a timedelta or None, got {tolerance!r}")
+        if isinstance(right, Pipeline):
+            self._same_time(right, "join_asof")
+            return Pipeline._merged(_Merge("join_asof", (self, right), (keys, tolerance)), self._time)
+        if tolerance is not None:
+            raise ValueError("tolerance needs a right stream: a static table has no times to be old")
+        return self._add("join_table", keys, right)
+
+    def _same_time(self, other: Pipeline, what: str) -> None:
+        if other._time != self._time:
+            raise ValueError(f"{what} needs both streams to use one time column; this uses {self._time!r}, "
+                             f"the other {other._time!r}")
+
+    @staticmethod
+    def _merged(origin: _Merge, time: str) -> Pipeline:
+        p = Pipeline.from_steps((), time=time)
+        p._origin = origin
         return p
 
     # Stateless operators.
@@ -230,6 +328,7 @@ class Pipeline:
     def input_schema(self) -> pa.Schema:
         """The first input's schema (inputs whose schema is known without reading them: tables,
         readers, live inputs, objects with ``__arrow_c_schema__``)."""
+        self._refuse_graph("input_schema")
         if not self._inputs:
             raise _engine.UsageError("the pipeline has no inputs; pass a schema to plan(), or use with_inputs()")
         first = self._inputs[0]
@@ -250,6 +349,7 @@ class Pipeline:
         :attr:`input_schema`): name, description, kind, selectivity, keys, max_parallelism (None:
         every worker) and output_schema. With ``carry`` (an int64 column of ``schema``), every
         operator keeps that column, as ``pyarrow_ops.spark`` runs its stages."""
+        self._refuse_graph("plan()")
         schema = self.input_schema if schema is None else schema
         # Without the time column (a later Spark stage after an operator dropped it) lengths
         # resolve as ints; an operator that needs the column still says so.
@@ -293,28 +393,15 @@ class Pipeline:
             experiment: for benchmarks: a :class:`pyarrow_ops.Experiment` (pacing); changes no
                 result.
         """
-        for name, value, allowed in (("scheduler", scheduler, SCHEDULERS), ("reorder", reorder, REORDERS),
-                                     ("partitioning", partitioning, PARTITIONINGS)):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
-        for name, value in (("threads", threads), ("morsel", morsel), ("partitions", partitions),
-                            ("reorder_capacity", reorder_capacity), ("max_inflight", max_inflight),
-                            ("slice_us", slice_us)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
-        if not isinstance(experiment, Experiment):
-            raise TypeError(f"experiment must be a pyarrow_ops.Experiment, got {type(experiment).__name__}")
-        options = _engine.PipelineOptions(
-            threads=threads or 0, scheduler=_engine.Scheduler[scheduler], reorder=_engine.Reorder[reorder],
-            partitioning=_engine.Partitioning[partitioning], partitions=partitions or 0, morsel_rows=morsel or 0,
-            reorder_capacity=reorder_capacity or 0, max_inflight=max_inflight or 0, slice_us=slice_us or 0,
-            rate=float(experiment.rate))
-        self._last = self._start(options, batch_size)
+        options = _options(threads, scheduler, reorder, partitioning, morsel, partitions, reorder_capacity,
+                           max_inflight, slice_us, experiment)
+        self._last = _run_graph({"result": self}, options, batch_size)["result"]
         return self._last
 
     def _start(self, options: _engine.PipelineOptions, batch_size: int = 65536, *, merge: bool = True,
                carry: str = "") -> PipelineResult:
         # merge=False, carry: see _engine.run_pipeline; pyarrow_ops.spark runs stages this way.
+        self._refuse_graph("a Spark stage")
         streams: list[_engine.Stream] = []
         try:
             streams = as_streams(self._inputs)
@@ -336,7 +423,31 @@ class Pipeline:
         return self._last.stats()
 
     def __repr__(self) -> str:
-        return f"Pipeline(time={self._time!r}, operators={[s.name for s in self._steps]})"
+        origin = "" if self._origin is None else f"{self._origin.name} of {len(self._origin.parents)}, "
+        return f"Pipeline(time={self._time!r}, {origin}operators={[s.name for s in self._steps]})"
+
+
+def _options(threads: int | None, scheduler: str, reorder: str, partitioning: str, morsel: int | None,
+             partitions: int | None, reorder_capacity: int | None, max_inflight: int | None, slice_us: int | None,
+             experiment: Experiment) -> _engine.PipelineOptions:
+    """The run options, checked, as the engine's struct (Pipeline.run and run share them)."""
+    for name, value, allowed in (("scheduler", scheduler, SCHEDULERS), ("reorder", reorder, REORDERS),
+                                 ("partitioning", partitioning, PARTITIONINGS)):
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    for name, value in (("threads", threads), ("morsel", morsel), ("partitions", partitions),
+                        ("reorder_capacity", reorder_capacity), ("max_inflight", max_inflight),
+                        ("slice_us", slice_us)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+    if not isinstance(experiment, Experiment):
+        raise TypeError(f"experiment must be a pyarrow_ops.Experiment, got {type(experiment).__name__}")
+    options = _engine.PipelineOptions(
+        threads=threads or 0, scheduler=_engine.Scheduler[scheduler], reorder=_engine.Reorder[reorder],
+        partitioning=_engine.Partitioning[partitioning], partitions=partitions or 0, morsel_rows=morsel or 0,
+        reorder_capacity=reorder_capacity or 0, max_inflight=max_inflight or 0, slice_us=slice_us or 0,
+        rate=float(experiment.rate))
+    return options
 
 
 def _spec(step: Step, time_type: pa.DataType) -> Any:
@@ -368,6 +479,10 @@ def _spec(step: Step, time_type: pa.DataType) -> Any:
                                            _agg_specs(args[2]))
     if name == "top_k":
         return _engine.TopKSpec(*args)
+    if name == "join_table":
+        keys, table = args
+        (stream,) = as_streams([table])
+        return _engine.LookupJoinSpec(keys, stream)
     if name == "parametric":
         kind, keys, cost_us, selectivity, state_bytes = args
         return _engine.ParametricSpec(_engine.OperatorKind[kind], keys, cost_us, selectivity, state_bytes)
@@ -463,3 +578,183 @@ class PipelineResult(Result):
         threads, partitions, peak morsels alive, and ``latencies_ns``: per result batch, the time
         from the first operator starting on its input to its arrival at the output."""
         return self._handle.stats()
+
+
+# --- Graphs ---------------------------------------------------------------------------------------
+
+
+def union(*nodes: Pipeline) -> Pipeline:
+    """The rows of every stream in the merged order: by time, then the order of the arguments,
+    then position within each stream. The streams must have the same columns (names and types)
+    and each be sorted by time (an :class:`UnsortedInputError` names the one that is not).
+
+    >>> import pyarrow as pa, pyarrow_ops as po
+    >>> a = po.Pipeline(pa.table({"t": [1, 3], "x": [10, 30]}), time="t")
+    >>> b = po.Pipeline(pa.table({"t": [1, 2], "x": [11, 21]}), time="t")
+    >>> po.union(a, b).run(threads=2).to_arrow()["x"].to_pylist()
+    [10, 11, 21, 30]
+    """
+    if not nodes:
+        raise TypeError("union needs at least one pipeline")
+    for n in nodes:
+        if not isinstance(n, Pipeline):
+            raise TypeError(f"union takes pipelines, got {type(n).__name__}")
+        nodes[0]._same_time(n, "union")
+    return Pipeline._merged(_Merge("union", tuple(nodes), ()), nodes[0]._time)
+
+
+class _Graph:
+    """Pipelines compiled into the engine's graph: sources (one per set of inputs), then nodes in
+    topological order. A node reached twice (the same inputs, the same merge, the same Step
+    objects) is one node: using a pipeline twice is a fan-out, computed once."""
+
+    def __init__(self, outputs: Mapping[str, Pipeline]) -> None:
+        if not outputs:
+            raise TypeError("run needs at least one output: run({'name': pipeline, ...})")
+        times = {p._time for p in outputs.values() if isinstance(p, Pipeline)}
+        for name, p in outputs.items():
+            if not isinstance(name, str) or not isinstance(p, Pipeline):
+                raise TypeError(f"run takes a mapping of names to pipelines, got {name!r}: {type(p).__name__}")
+        if len(times) != 1:
+            raise ValueError(f"the pipelines of one run must share their time column, got {sorted(times)}")
+        self.time = times.pop()
+        self.inputs: list[list[Any]] = []     # per source: its inputs
+        self.nodes: list[tuple[str, Any, list[int]]] = []  # (kind, payload, input nodes)
+        self._memo: dict[tuple[Any, ...], int] = {}
+        self.outputs = [self._node(p) for p in outputs.values()]
+        self.names = list(outputs)
+
+    def _add(self, key: tuple[Any, ...], kind: str, payload: Any, inputs: list[int]) -> int:
+        if key not in self._memo:
+            self.nodes.append((kind, payload, inputs))
+            self._memo[key] = len(self.nodes) - 1
+        return self._memo[key]
+
+    def _node(self, p: Pipeline) -> int:
+        if p._origin is None:
+            if not p._inputs:
+                raise _engine.UsageError("a pipeline of this run has no inputs; use with_inputs()")
+            key: tuple[Any, ...] = ("source", id(p._inputs))
+            if key not in self._memo:
+                self.inputs.append(p._inputs)
+            node = self._add(key, "source", len(self.inputs) - 1, [])
+        else:
+            parents = [self._node(q) for q in p._origin.parents]
+            node = self._add(("merge", id(p._origin)), p._origin.name, p._origin.args, parents)
+        for step in p._steps:
+            node = self._add(("step", node, id(step)), "step", step, [node])
+        return node
+
+    def run(self, options: _engine.PipelineOptions, batch_size: int) -> dict[str, PipelineResult]:
+        groups: list[list[_engine.Stream]] = []
+        try:
+            for index, inputs in enumerate(self.inputs):
+                for i, item in enumerate(inputs):
+                    if isinstance(item, LiveInput):
+                        item._label = f"live input {i}"
+                groups.append(as_streams(inputs))
+            specs, time_types = [], []
+            for kind, payload, inputs in self.nodes:
+                if kind == "source":
+                    schema = pa.schema(groups[payload][0])
+                    if self.time not in schema.names:
+                        raise _engine.InvalidInputError(
+                            f"time column '{self.time}' not found in input 0; its columns are: {', '.join(schema.names)}")
+                    time_types.append(schema.field(self.time).type)
+                    specs.append(_engine.GraphNode(_engine.SourceSpec(payload), []))
+                    continue
+                time_type = time_types[inputs[0]]
+                time_types.append(time_type)
+                specs.append(_engine.GraphNode(_merge_spec(kind, payload, time_type) if kind != "step"
+                                               else _spec(payload, time_type), inputs))
+            natives, handle = _engine.run_graph(groups, self.time, specs, self.outputs, options, batch_size)
+        finally:
+            for group in groups:
+                for stream in group:
+                    stream.close()
+        return {name: PipelineResult(native, handle) for name, native in zip(self.names, natives)}
+
+
+def _merge_spec(kind: str, args: tuple[Any, ...], time_type: pa.DataType) -> Any:
+    if kind == "union":
+        return _engine.UnionSpec()
+    if kind == "join":
+        on, lo, hi, how = args
+        return _engine.JoinSpec(on, _in_units(lo, "within", time_type),
+                                _in_units(hi, "within", time_type), _engine.JoinHow[how])
+    by, tolerance = args
+    return _engine.AsofJoinSpec(by, None if tolerance is None else _in_units(tolerance, "tolerance", time_type))
+
+
+def _run_graph(outputs: Mapping[str, Pipeline], options: _engine.PipelineOptions,
+               batch_size: int) -> dict[str, PipelineResult]:
+    return _Graph(outputs).run(options, batch_size)
+
+
+class GraphResult(Mapping[str, PipelineResult]):
+    """The results of :func:`run`: one :class:`PipelineResult` per named output, each a stream that
+    fills as the run goes. Read the outputs together (:meth:`to_arrow`, or alternating between
+    them): an output nobody reads holds at most ``max_inflight`` batches, and then the whole run
+    waits for it. Close an output you do not want: the run stops keeping its rows."""
+
+    def __init__(self, results: dict[str, PipelineResult]) -> None:
+        self._results = results
+
+    def __getitem__(self, name: str) -> PipelineResult:
+        return self._results[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._results)
+
+    def __len__(self) -> int:
+        return len(self._results)
+
+    def to_arrow(self) -> dict[str, pa.Table]:
+        """Reads every output to its end, all together (each batch as it comes, from whichever
+        output has one), as tables."""
+        names = list(self._results)
+        batches: dict[str, list[pa.RecordBatch]] = {name: [] for name in names}
+        handle = self._results[names[0]]._handle
+        while (item := handle.next_any()) is not None:
+            index, batch = item
+            if batch is not None:
+                batches[names[index]].append(pa.record_batch(batch))
+        for r in self._results.values():
+            r.close()
+        return {name: pa.Table.from_batches(batches[name], schema=r.schema) for name, r in self._results.items()}
+
+    def to_polars(self) -> dict[str, Any]:
+        """:meth:`to_arrow`, as Polars DataFrames (numeric columns not copied)."""
+        import polars as pl
+
+        return {name: pl.from_arrow(t, rechunk=False) for name, t in self.to_arrow().items()}
+
+    def stats(self) -> dict[str, Any]:
+        """The run's statistics (the same for every output; see :meth:`PipelineResult.stats`)."""
+        return next(iter(self._results.values())).stats()
+
+    def close(self) -> None:
+        """Stops the run: closes every output."""
+        for r in self._results.values():
+            r.close()
+
+
+def run(outputs: Mapping[str, Pipeline], threads: int | None = None, scheduler: Scheduler = "ct",
+        reorder: Reorder = "nonblocking", partitioning: Partitioning = "hybrid", *, morsel: int | None = None,
+        partitions: int | None = None, reorder_capacity: int | None = None, max_inflight: int | None = None,
+        slice_us: int | None = None, batch_size: int = 65536, experiment: Experiment = NO_EXPERIMENT) -> GraphResult:
+    """Runs a graph of pipelines with several outputs, each named, in one run: a pipeline used by
+    several others is computed once and feeds them all (fan-out), and every output equals what a
+    sequential run gives. The options are :meth:`Pipeline.run`'s.
+
+    >>> import pyarrow as pa, pyarrow_ops as po
+    >>> from pyarrow_ops import col
+    >>> clicks = po.Pipeline(pa.table({"t": [1, 2, 3, 9], "user": [1, 2, 1, 1]}), time="t")
+    >>> out = po.run({"sessions": clicks.sessionize("user", gap=5), "late": clicks.filter(col("t") > 2)}, threads=2)
+    >>> tables = out.to_arrow()
+    >>> tables["sessions"]["session"].to_pylist(), tables["late"]["t"].to_pylist()
+    ([0, 0, 0, 1], [3, 9])
+    """
+    options = _options(threads, scheduler, reorder, partitioning, morsel, partitions, reorder_capacity, max_inflight,
+                       slice_us, experiment)
+    return GraphResult(_run_graph(outputs, options, batch_size))

@@ -116,6 +116,13 @@ std::vector<ColumnBuilder> builders_of(std::initializer_list<DataType> types) {
   return out;
 }
 
+Batch empty_batch(std::shared_ptr<const Schema> schema) {
+  std::vector<ColumnBuilder> builders;
+  builders.reserve(schema->fields.size());
+  for (const Field& f : schema->fields) builders.emplace_back(f.type);
+  return finish_batch(std::move(schema), builders);
+}
+
 Batch finish_batch(std::shared_ptr<const Schema> schema, std::vector<ColumnBuilder>& builders) {
   auto memory = std::make_shared<BatchMemory>();
   const int64_t rows = builders.empty() ? 0 : builders[0].size();

@@ -71,6 +71,9 @@ class ColumnBuilder {
 // owns its buffers, so it only moves).
 std::vector<ColumnBuilder> builders_of(std::initializer_list<DataType> types);
 
+// A batch of `schema` with no rows (its columns valid, empty buffers).
+Batch empty_batch(std::shared_ptr<const Schema> schema);
+
 // A batch of `schema` from one builder per field, all of the same size, owning their memory.
 Batch finish_batch(std::shared_ptr<const Schema> schema, std::vector<ColumnBuilder>& builders);
 

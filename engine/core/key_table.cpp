@@ -183,29 +183,62 @@ void KeyTable::rehash(size_t size) {
   }
 }
 
-uint32_t KeyTable::encoded_id(const Batch& batch, int64_t row) {
-  scratch_.clear();
+void KeyTable::encode(const Batch& batch, int64_t row, std::string& out) const {
+  out.clear();
   for (size_t k = 0; k < columns_.size(); ++k) {
     const Column& c = batch.column(columns_[k]);
     const DataType& type = types_[k];
     if (c.validity != nullptr && !c.is_valid(row)) {
-      scratch_.push_back('\x01');  // after every value's '\x00': nulls last
+      out.push_back('\x01');  // after every value's '\x00': nulls last
       continue;
     }
-    scratch_.push_back('\x00');
+    out.push_back('\x00');
     if (is_string(type.id)) {
       // Each 0x00 escaped as 0x00 0xFF, the end marked 0x00 0x00: bytewise order is string order.
       for (char ch : string_at(c, type, row)) {
-        scratch_.push_back(ch);
-        if (ch == '\0') scratch_.push_back('\xFF');
+        out.push_back(ch);
+        if (ch == '\0') out.push_back('\xFF');
       }
-      scratch_.push_back('\x00');
-      scratch_.push_back('\x00');
+      out.push_back('\x00');
+      out.push_back('\x00');
     } else {
       const uint64_t v = key_order_value(type, c, row);
-      for (int b = normalized_bytes(type) - 1; b >= 0; --b) scratch_.push_back(static_cast<char>(v >> (8 * b)));
+      for (int b = normalized_bytes(type) - 1; b >= 0; --b) out.push_back(static_cast<char>(v >> (8 * b)));
     }
   }
+}
+
+std::optional<uint32_t> KeyTable::find(const Batch& batch, int64_t row) const {
+  if (columns_.empty()) return 0;
+  if (!packed_) {
+    std::string key;
+    encode(batch, row, key);
+    const auto it = ids_.find(key);
+    if (it == ids_.end()) return std::nullopt;
+    return it->second;
+  }
+  const Column& c = batch.column(columns_[0]);
+  if (c.validity != nullptr && !c.is_valid(row)) {
+    if (null_id_ == kEmpty) return std::nullopt;
+    return null_id_;
+  }
+  const uint64_t v = key_order_value(types_[0], c, row);
+  if (dense_on_) {
+    const uint64_t i = v - dense_lo_;
+    if (i < dense_.size() && dense_[i] != kEmpty) return dense_[i];
+    return std::nullopt;
+  }
+  if (slots_.empty()) return std::nullopt;
+  const size_t mask = slots_.size() - 1;
+  for (size_t s = static_cast<size_t>((v * 0x9E3779B97F4A7C15ULL) >> 20) & mask;; s = (s + 1) & mask) {
+    const Entry& e = slots_[s];
+    if (e.id == kEmpty) return std::nullopt;
+    if (e.value == v) return e.id;
+  }
+}
+
+uint32_t KeyTable::encoded_id(const Batch& batch, int64_t row) {
+  encode(batch, row, scratch_);
   auto [it, fresh] = ids_.try_emplace(scratch_, static_cast<uint32_t>(count_));
   if (fresh) {
     encoded_.push_back(scratch_);

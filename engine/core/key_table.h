@@ -9,6 +9,7 @@
 // meter, song, user ids) uses the same order packed into one uint64, looked up in an array
 // indexed by value while the keys lie close together, and in a flat hash table otherwise.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -36,6 +37,9 @@ class KeyTable {
     if (packed_) return packed_id(batch.column(columns_[0]), row);
     return encoded_id(batch, row);
   }
+  // The id of row `row`'s key if the table has it, without adding it. Const: several threads may
+  // call it at once while nobody calls id() (a lookup table built once, then read).
+  std::optional<uint32_t> find(const Batch& batch, int64_t row) const;
   size_t size() const noexcept { return columns_.empty() ? 1 : count_; }
   // Output order of two ids.
   bool less(uint32_t a, uint32_t b) const noexcept {
@@ -62,6 +66,8 @@ class KeyTable {
  private:
   uint32_t packed_id(const Column& c, int64_t row);
   uint32_t encoded_id(const Batch& batch, int64_t row);
+  // The order-preserving encoding of row `row`'s key (the encoded path) into `out`.
+  void encode(const Batch& batch, int64_t row, std::string& out) const;
   uint32_t add_packed(uint64_t normalized);
   // A value outside dense_'s range: widens the range, or leaves the dense path for good.
   uint32_t dense_miss(uint64_t normalized);

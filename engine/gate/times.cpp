@@ -41,8 +41,7 @@ const int64_t* InputTimes::read(const Batch& batch) {
   if (col.may_have_nulls()) {
     for (int64_t r = 0; r < n; ++r) {
       if (!col.is_valid(r)) {
-        throw Error(ErrorKind::kNullTime, "input " + std::to_string(input_) +
-                                              " has a null time in column '" + column_ +
+        throw Error(ErrorKind::kNullTime, label_ + " has a null time in column '" + column_ +
                                               "' at row " + std::to_string(rows_ + r));
       }
     }
@@ -80,7 +79,7 @@ const int64_t* InputTimes::read(const Batch& batch) {
 void InputTimes::heartbeat(int64_t time) {
   if (time < heartbeat_) {
     throw Error(ErrorKind::kUnsorted,
-                "input " + std::to_string(input_) + " sent a heartbeat at " +
+                label_ + " sent a heartbeat at " +
                     format_time_value(time, type_) + ", earlier than its previous heartbeat at " +
                     format_time_value(heartbeat_, type_) + "; heartbeats must not go back");
   }
@@ -92,12 +91,12 @@ void InputTimes::out_of_range(const int64_t* t, int64_t n) const {
   int64_t r = 0;
   if (t[0] >= lo_) r = std::upper_bound(t, t + n, hi_) - t;
   throw Error(ErrorKind::kInvalidInput,
-              "input " + std::to_string(input_) + " has " + format_time_value(t[r], type_) + " in '" + column_ +
+              label_ + " has " + format_time_value(t[r], type_) + " in '" + column_ +
                   "' at row " + std::to_string(rows_ + r) + ", outside the times " + why_);
 }
 
 void InputTimes::unsorted(int64_t row, int64_t value, int64_t previous, bool heartbeat) const {
-  std::string message = "input " + std::to_string(input_) + " is not sorted by '" + column_ +
+  std::string message = label_ + " is not sorted by '" + column_ +
                         "': row " + std::to_string(row) + " has " + format_time_value(value, type_);
   if (heartbeat) {
     message += ", earlier than its heartbeat at " + format_time_value(previous, type_);

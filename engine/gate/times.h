@@ -23,7 +23,12 @@ InputsSchema check_input_schemas(const std::vector<std::shared_ptr<const Schema>
 class InputTimes {
  public:
   InputTimes(uint32_t input, std::string column, size_t column_index, DataType type)
-      : input_(input), column_(std::move(column)), index_(column_index), type_(std::move(type)) {}
+      : input_(input), label_("input " + std::to_string(input)), column_(std::move(column)),
+        index_(column_index), type_(std::move(type)) {}
+  // Errors name the input `label` ("union's input 1", "the join's right input") instead.
+  InputTimes(uint32_t input, std::string label, std::string column, size_t column_index, DataType type)
+      : input_(input), label_(std::move(label)), column_(std::move(column)), index_(column_index),
+        type_(std::move(type)) {}
 
   // The time of every row of `batch` as int64 (32-bit columns widened into an internal buffer,
   // valid until the next call). Throws kNullTime or kUnsorted naming the input, the row (counted
@@ -53,6 +58,7 @@ class InputTimes {
   [[noreturn]] void unsorted(int64_t row, int64_t value, int64_t previous, bool heartbeat) const;
 
   uint32_t input_;
+  std::string label_;
   std::string column_;
   size_t index_;
   DataType type_;

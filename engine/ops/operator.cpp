@@ -40,6 +40,7 @@ class Carry final : public Operator {
   Selectivity selectivity() const override { return inner_->selectivity(); }
   std::vector<size_t> key_columns() const override { return inner_->key_columns(); }
   size_t max_parallelism() const override { return inner_->max_parallelism(); }
+  bool preserves_time(const std::string& time) const override { return inner_->preserves_time(time); }
   const std::shared_ptr<const Schema>& input_schema() const override { return inner_->input_schema(); }
   const std::shared_ptr<const Schema>& output_schema() const override { return output_; }
   void set_partitions(size_t partitions) override { inner_->set_partitions(partitions); }

@@ -61,6 +61,16 @@ class Operator {
   // Stateless operators that must not run on two workers at once (a Python function under the
   // GIL gains nothing from two) say 1; 0 = no limit.
   virtual size_t max_parallelism() const { return 0; }
+  // Whether every output row has, in the column `time`, the time of the input row it came from
+  // (and finish() emits nothing): filters, projections that pass `time` on, the keyed operators.
+  // Then the output promises what the input promises, no time below the input's bound, and a
+  // union or join downstream can take its tuples without waiting for the end. False for operators
+  // that emit later than their input's time (windows, top-k), compute the time column, drop it, or
+  // run user code.
+  virtual bool preserves_time(const std::string& time) const {
+    (void)time;
+    return false;
+  }
 
   virtual const std::shared_ptr<const Schema>& input_schema() const = 0;
   virtual const std::shared_ptr<const Schema>& output_schema() const = 0;

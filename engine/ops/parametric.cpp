@@ -175,6 +175,8 @@ class UnkeyedParametric final : public Operator {
   }
   OpKind kind() const override { return kind_; }
   Selectivity selectivity() const override { return body_.selectivity(); }
+  // Its output rows are copies of input rows (plus p_state).
+  bool preserves_time(const std::string& time) const override { return body_.input()->find(time).has_value(); }
   const std::shared_ptr<const Schema>& input_schema() const override { return body_.input(); }
   const std::shared_ptr<const Schema>& output_schema() const override { return body_.output(); }
 

@@ -31,6 +31,16 @@ const char* spec_name(const OperatorSpec& spec) noexcept {
                         [](const WindowAggregateSpec&) { return "window_aggregate"; },
                         [](const TopKSpec&) { return "top_k"; },
                         [](const ParametricSpec&) { return "parametric"; },
+                        [](const LookupJoinSpec&) { return "join_asof"; },
+                    },
+                    spec);
+}
+
+const char* spec_name(const MultiInputSpec& spec) noexcept {
+  return std::visit(Overloaded{
+                        [](const UnionSpec&) { return "union"; },
+                        [](const IntervalJoinSpec&) { return "join"; },
+                        [](const AsofJoinSpec&) { return "join_asof"; },
                     },
                     spec);
 }
@@ -61,6 +71,29 @@ OperatorPtr make_operator(const std::shared_ptr<const Schema>& in, const std::st
                 return make_keyed_parametric(in, s.keys, s.options);
             }
             throw Error(ErrorKind::kInvalidInput, "unknown parametric kind");
+          },
+          [&](const LookupJoinSpec& s) { return make_lookup_join(in, s.schema, s.table, time, s.by); },
+      },
+      spec);
+}
+
+std::shared_ptr<MultiInputOperator> make_operator(const std::vector<std::shared_ptr<const Schema>>& inputs,
+                                                  const std::string& time, const MultiInputSpec& spec) {
+  auto two = [&](const char* name) {
+    if (inputs.size() != 2) {
+      throw Error(ErrorKind::kInvalidInput, std::string(name) + " takes two inputs, got " + std::to_string(inputs.size()));
+    }
+  };
+  return std::visit(
+      Overloaded{
+          [&](const UnionSpec&) { return make_union(inputs, time); },
+          [&](const IntervalJoinSpec& s) {
+            two("join");
+            return make_interval_join(inputs[0], inputs[1], time, s.on, s.lo, s.hi, s.how);
+          },
+          [&](const AsofJoinSpec& s) {
+            two("join_asof");
+            return make_asof_join(inputs[0], inputs[1], time, s.by, s.tolerance);
           },
       },
       spec);

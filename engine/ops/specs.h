@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "core/expr.h"
+#include "ops/joins.h"
+#include "ops/multi_input.h"
 #include "ops/operator.h"
 #include "ops/parametric.h"
 #include "window/aggregates.h"
@@ -77,15 +79,42 @@ struct ParametricSpec {
   ParametricOptions options;
 };
 
+// The as-of join with a static right table (joins.h): one input, the table held as its batches.
+struct LookupJoinSpec {
+  std::vector<std::string> by;
+  std::shared_ptr<const Schema> schema;  // the table's
+  std::vector<Batch> table;
+};
+
 using OperatorSpec = std::variant<FilterSpec, SelectSpec, WithColumnsSpec, SessionizeSpec, LagSpec, DeltaSpec,
-                                  RunningSpec, DedupeSpec, PairsSpec, WindowAggregateSpec, TopKSpec, ParametricSpec>;
+                                  RunningSpec, DedupeSpec, PairsSpec, WindowAggregateSpec, TopKSpec, ParametricSpec,
+                                  LookupJoinSpec>;
+
+// Operators of several inputs (multi_input.h, joins.h), one port per input in order.
+struct UnionSpec {};
+struct IntervalJoinSpec {
+  std::vector<std::string> on;
+  int64_t lo = 0;  // in the time column's unit
+  int64_t hi = 0;
+  JoinHow how = JoinHow::kInner;
+};
+struct AsofJoinSpec {
+  std::vector<std::string> by;
+  std::optional<int64_t> tolerance;  // in the time column's unit
+};
+using MultiInputSpec = std::variant<UnionSpec, IntervalJoinSpec, AsofJoinSpec>;
 
 // The operator's name as errors, plans and statistics say it ("filter", "window_aggregate", ...).
 const char* spec_name(const OperatorSpec& spec) noexcept;
+
+const char* spec_name(const MultiInputSpec& spec) noexcept;
 
 // The operator `spec` describes, reading `input`; `time` is the pipeline's time column. Throws
 // what the operator's factory throws.
 OperatorPtr make_operator(const std::shared_ptr<const Schema>& input, const std::string& time,
                           const OperatorSpec& spec);
+// The same for an operator of several inputs, reading `inputs` (one schema per port).
+std::shared_ptr<MultiInputOperator> make_operator(const std::vector<std::shared_ptr<const Schema>>& inputs,
+                                                  const std::string& time, const MultiInputSpec& spec);
 
 }  // namespace pao::ops

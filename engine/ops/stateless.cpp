@@ -22,6 +22,7 @@ class Filter final : public Operator {
   std::string describe() const override { return "keeps the rows where " + predicate_.text() + " is true"; }
   OpKind kind() const override { return OpKind::kStateless; }
   Selectivity selectivity() const override { return Selectivity::kAtMostOne; }
+  bool preserves_time(const std::string&) const override { return true; }  // rows pass as they are
   const std::shared_ptr<const Schema>& input_schema() const override { return schema_; }
   const std::shared_ptr<const Schema>& output_schema() const override { return schema_; }
 
@@ -63,6 +64,11 @@ class Project final : public Operator {
   Selectivity selectivity() const override { return Selectivity::kExactlyOne; }
   const std::shared_ptr<const Schema>& input_schema() const override { return input_; }
   const std::shared_ptr<const Schema>& output_schema() const override { return output_; }
+  // The time column passes on as it is: an output column of that name that is the input's.
+  bool preserves_time(const std::string& time) const override {
+    const std::optional<size_t> out = output_->find(time);
+    return out && columns_[*out].input && input_->fields[*columns_[*out].input].name == time;
+  }
 
   Batch process(const Batch& in) override {
     std::vector<Column> columns;

@@ -109,6 +109,14 @@ const char* spec_name(const PySpec& spec) {
   return "map_batches";
 }
 
+// One operator from its spec over `input`; `index` numbers it in errors and for map_batches.
+ops::OperatorPtr build_operator(const std::shared_ptr<const Schema>& input, const std::string& time, const PySpec& spec,
+                                size_t index) {
+  if (const auto* s = std::get_if<ops::OperatorSpec>(&spec)) return ops::make_operator(input, time, *s);
+  const auto& m = std::get<MapBatchesSpec>(spec);
+  return std::make_shared<PyMapBatches>(input, m.fn, m.schema, index);
+}
+
 // The operators `specs` describe, chained from `input`. `time` is the pipeline's time column.
 // With `carry` (an int64 input column; pyarrow_ops.spark's row numbers) every operator must keep
 // that column: partitioned operators that would drop it get ops::carry_column, any other that
@@ -120,12 +128,7 @@ std::vector<ops::OperatorPtr> build_operators(std::shared_ptr<const Schema> inpu
   for (size_t index = 0; index < specs.size(); ++index) {
     const PySpec& spec = specs[index];
     try {
-      if (const auto* s = std::get_if<ops::OperatorSpec>(&spec)) {
-        out.push_back(ops::make_operator(schema, time, *s));
-      } else {
-        const auto& m = std::get<MapBatchesSpec>(spec);
-        out.push_back(std::make_shared<PyMapBatches>(schema, m.fn, m.schema, index));
-      }
+      out.push_back(build_operator(schema, time, spec, index));
       if (!carry.empty() && !out.back()->output_schema()->find(carry)) {
         out.back() = ops::carry_column(out.back(), carry);
       }
@@ -148,6 +151,83 @@ ops::NamedExprs named_exprs(const std::vector<std::pair<std::string, nb::tuple>>
 std::shared_ptr<const Schema> schema_from(nb::capsule capsule) {
   return std::make_shared<const Schema>(arrow::import_schema(*from_capsule<ArrowSchema>(capsule, "arrow_schema")));
 }
+
+// A node of a graph as Python describes it: a source (its index among the input groups), an
+// operator over one node, or an operator over several (union, joins), with its input nodes.
+struct SourceSpec {
+  size_t index = 0;
+};
+using NodeSpec = std::variant<SourceSpec, ops::OperatorSpec, MapBatchesSpec, ops::MultiInputSpec>;
+struct GraphNodeSpec {
+  NodeSpec spec;
+  std::vector<size_t> inputs;
+};
+
+const char* node_name(const NodeSpec& spec) {
+  if (std::holds_alternative<SourceSpec>(spec)) return "source";
+  if (const auto* m = std::get_if<ops::MultiInputSpec>(&spec)) return ops::spec_name(*m);
+  if (const auto* o = std::get_if<ops::OperatorSpec>(&spec)) return ops::spec_name(*o);
+  return "map_batches";
+}
+
+// The runtime's graph for `nodes` over `groups` (each source's streams, merged by (time, input,
+// position) into batches of up to batch_size rows). Operators are numbered in node order, sources
+// aside, as the runtime numbers them in errors. Needs the GIL (map_batches).
+runtime::Graph build_graph(std::vector<std::vector<Stream*>>& groups, const std::string& time,
+                           const std::vector<GraphNodeSpec>& nodes, const std::vector<size_t>& outputs,
+                           int64_t batch_size) {
+  runtime::Graph g;
+  g.time = time;
+  g.outputs = outputs;
+  std::vector<std::shared_ptr<const Schema>> schema;
+  size_t op_index = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const GraphNodeSpec& node = nodes[i];
+    for (size_t in : node.inputs) {
+      if (in >= i) throw Error(ErrorKind::kUsage, "graph node " + std::to_string(i) + " reads a later node");
+    }
+    if (const auto* src = std::get_if<SourceSpec>(&node.spec)) {
+      if (src->index >= groups.size()) throw Error(ErrorKind::kUsage, "a graph node names a missing source");
+      std::vector<std::unique_ptr<BatchSource>> streams;
+      for (Stream* st : groups[src->index]) streams.push_back(st->take());
+      g.sources.push_back(gate::make_merge(std::move(streams), {time, batch_size}));
+      schema.push_back(g.sources.back()->schema());
+      g.nodes.push_back(runtime::GraphNode{nullptr, {}, g.sources.size() - 1});
+      continue;
+    }
+    try {
+      ops::OperatorPtr op;
+      if (const auto* m = std::get_if<ops::MultiInputSpec>(&node.spec)) {
+        std::vector<std::shared_ptr<const Schema>> in;
+        for (size_t k : node.inputs) in.push_back(schema[k]);
+        op = ops::make_operator(in, time, *m);
+      } else {
+        if (node.inputs.size() != 1) throw Error(ErrorKind::kUsage, "takes one input");
+        const PySpec spec = std::holds_alternative<ops::OperatorSpec>(node.spec)
+                                ? PySpec(std::get<ops::OperatorSpec>(node.spec))
+                                : PySpec(std::get<MapBatchesSpec>(node.spec));
+        op = build_operator(schema[node.inputs[0]], time, spec, op_index);
+      }
+      schema.push_back(op->output_schema());
+      g.nodes.push_back(runtime::GraphNode{std::move(op), node.inputs, 0});
+    } catch (const Error& e) {
+      throw Error(e.kind(), "operator " + std::to_string(op_index) + " (" + node_name(node.spec) + "): " + e.what());
+    }
+    ++op_index;
+  }
+  return g;
+}
+
+// One output of a shared run, as a BatchSource (the result stream Python holds).
+struct OutputSource final : BatchSource {
+  OutputSource(std::shared_ptr<runtime::Pipeline> run, size_t index) : p(std::move(run)), i(index) {}
+  // Closed or dropped unread: the run stops keeping results for it (the other outputs go on).
+  ~OutputSource() override { p->discard(i); }
+  const std::shared_ptr<const Schema>& schema() const noexcept override { return p->schema(i); }
+  std::optional<Batch> next() override { return p->next(i); }
+  std::shared_ptr<runtime::Pipeline> p;
+  size_t i;
+};
 
 // The operator spec classes: one per ops/specs.h struct, constructed with the factory's arguments.
 void bind_specs(nb::module_& m) {
@@ -201,6 +281,26 @@ void bind_specs(nb::module_& m) {
              new (self) ops::ParametricSpec{kind, std::move(keys), {cost_us, selectivity, state_bytes}};
            },
            "kind"_a, "keys"_a, "cost_us"_a, "selectivity"_a, "state_bytes"_a);
+  nb::class_<ops::LookupJoinSpec>(m, "LookupJoinSpec")
+      .def("__init__",
+           [](ops::LookupJoinSpec* self, std::vector<std::string> by, Stream* table) {
+             std::unique_ptr<BatchSource> src = table->take();
+             std::vector<Batch> batches;
+             while (std::optional<Batch> b = src->next()) batches.push_back(std::move(*b));
+             new (self) ops::LookupJoinSpec{std::move(by), src->schema(), std::move(batches)};
+           },
+           "by"_a, "table"_a, "join_asof with a static right table (read whole, now).");
+  nb::enum_<ops::JoinHow>(m, "JoinHow").value("inner", ops::JoinHow::kInner).value("left", ops::JoinHow::kLeft);
+  nb::class_<ops::UnionSpec>(m, "UnionSpec").def(nb::init<>());
+  nb::class_<ops::IntervalJoinSpec>(m, "JoinSpec")
+      .def(nb::init<std::vector<std::string>, int64_t, int64_t, ops::JoinHow>(), "on"_a, "lo"_a, "hi"_a, "how"_a);
+  nb::class_<ops::AsofJoinSpec>(m, "AsofJoinSpec")
+      .def(nb::init<std::vector<std::string>, std::optional<int64_t>>(), "by"_a, "tolerance"_a.none());
+  nb::class_<SourceSpec>(m, "SourceSpec").def(nb::init<size_t>(), "index"_a);
+  nb::class_<GraphNodeSpec>(m, "GraphNode")
+      .def(nb::init<NodeSpec, std::vector<size_t>>(), "spec"_a, "inputs"_a,
+           "A node of a graph: a SourceSpec, an operator spec over one input node, or a UnionSpec, JoinSpec or "
+           "AsofJoinSpec over several (input node indices, earlier nodes).");
   nb::class_<MapBatchesSpec>(m, "MapBatchesSpec")
       .def("__init__",
            [](MapBatchesSpec* self, nb::callable fn, std::optional<nb::capsule> schema) {
@@ -262,7 +362,34 @@ void bind_pipeline(nb::module_& m) {
       "Runs a pipeline over time-sorted streams merged by (time, input, position) (batch_size: rows per "
       "merged batch); consumes the inputs.");
 
+  m.def(
+      "run_graph",
+      [](std::vector<std::vector<Stream*>> sources, std::string time, const std::vector<GraphNodeSpec>& nodes,
+         std::vector<size_t> outputs, runtime::PipelineOptions options, int64_t batch_size) {
+        options.check_interrupt = interrupt_check();
+        runtime::Graph g = build_graph(sources, time, nodes, outputs, batch_size);
+        auto p = shared_without_gil(new runtime::Pipeline(std::move(g), std::move(options)));
+        std::vector<Stream> streams;
+        for (size_t o = 0; o < outputs.size(); ++o) streams.push_back(Stream{std::make_unique<OutputSource>(p, o)});
+        return std::make_pair(std::move(streams), PipelineHandle{p});
+      },
+      "sources"_a, "time"_a, "nodes"_a, "outputs"_a, "options"_a, "batch_size"_a = 65536,
+      "Runs a graph: `sources` are groups of time-sorted streams, each group merged by (time, input, position) "
+      "(batch_size rows per merged batch); `nodes` in topological order; one result stream per output node. "
+      "Consumes the inputs.");
+
   nb::class_<PipelineHandle>(m, "PipelineHandle")
+      .def(
+          "next_any",
+          [](PipelineHandle& h) -> std::optional<std::pair<size_t, std::optional<BatchHandle>>> {
+            auto r = without_gil([&] { return h.pipeline->next_any(); });
+            if (!r) return std::nullopt;
+            std::optional<BatchHandle> b;
+            if (r->second) b = BatchHandle{std::move(*r->second)};
+            return std::make_pair(r->first, std::move(b));
+          },
+          "The next batch of whichever output has one, as (output, batch), or (output, None) once at each "
+          "output's end; None when every output has ended.")
       .def("cancel",
            [](PipelineHandle& h) {
              nb::gil_scoped_release nogil;

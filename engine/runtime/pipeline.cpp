@@ -4,8 +4,9 @@
 #include <cmath>
 #include <limits>
 
-#include "core/error.h"
+#include "core/builder.h"
 #include "core/clock.h"
+#include "core/error.h"
 #include "core/gather.h"
 #include "core/key_table.h"
 
@@ -37,6 +38,10 @@ int64_t morsel_rows_for(int64_t batch_rows, size_t threads) {
 struct Work {
   Batch batch;
   uint64_t serial = 0;
+  uint32_t port = 0;
+  // After this morsel the stream sends no time below `bound` (INT64_MIN: no promise; INT64_MAX:
+  // its end). Read by multi-input operators and passed on by operators that keep the time column.
+  int64_t bound = INT64_MIN;
   // The row of the operator's input stream that batch's row 0 is (set by link(), in order), so
   // that errors name the row within the input, not within the morsel.
   int64_t first_row = 0;
@@ -57,18 +62,39 @@ struct PieceRef {
 };
 
 // What an operator hands its reorder buffer for one input morsel: the output, already cut and
-// routed for the next operator (or, after the last, the result batch).
+// routed for each consumer (works[c] for consumer c), and the result batch for the result queues
+// of the outputs the operator's node is.
 struct Output {
-  std::vector<Work*> works;
+  std::vector<std::vector<Work*>> works;
   Batch result;
   int64_t entry_ns = 0;
 };
 
+struct SourceState {
+  std::unique_ptr<BatchSource> source;
+  std::vector<Edge> consumers;
+  std::vector<size_t> outputs;
+  std::optional<size_t> time_index;  // the time column, whose values bound the stream
+  std::optional<Batch> pending;      // pulled, not yet linked
+  bool ended = false;
+};
+
 struct Stage {
   ops::OperatorPtr op;
+  ops::MultiInputOperator* multi = nullptr;  // op, when it takes several streams (ports > 1)
   ops::OpKind kind;
   size_t max_parallelism;
   std::vector<size_t> keys;
+  size_t ports = 1;
+  bool preserves_time = false;  // outputs carry their input morsel's bound
+  std::vector<Edge> consumers;
+  std::vector<size_t> outputs;  // result queues this stage's node feeds
+  // Cumulative selectivity: which stages and sources feed this one (for the heuristics).
+  std::vector<size_t> producer_stages;
+  size_t producer_sources = 0;
+  // Several upstream drainers may link into a multi-input stage at once: they take turns here.
+  std::mutex link_mutex;
+  std::atomic<size_t> ports_closed{0};
 
   // Worklist: stateless and stateful operators take Works from `fifo`; partitioned ones take
   // PieceRefs from `parts`.
@@ -79,10 +105,10 @@ struct Stage {
   // Serial numbers handed out so far: written by the one thread linking into this stage at a
   // time (see reorder.h), read by finishers after `input_closed`.
   std::atomic<uint64_t> enqueued{0};
-  // Rows linked so far: the next Work's first_row. Plain, like the linking itself: one thread
-  // links into a stage at a time, each after the last (reorder.h), and finish() links only once
-  // every output has been linked (try_finish).
-  int64_t rows_linked = 0;
+  // Rows linked so far per port: the next Work's first_row. Plain, like the linking itself: one
+  // thread links into a stage at a time (each after the last, reorder.h; for several ports under
+  // link_mutex), and finish() links only once every output has been linked (try_finish).
+  std::vector<int64_t> rows_linked = std::vector<int64_t>(1, 0);
   // Set (release) once the upstream has linked its last output; nothing is linked after.
   std::atomic<bool> input_closed{false};
   std::atomic<bool> finishing{false};
@@ -108,9 +134,23 @@ struct Stage {
   }
 };
 
+namespace {
+
+Graph chain(std::unique_ptr<BatchSource> source, std::vector<ops::OperatorPtr> ops) {
+  Graph g;
+  g.sources.push_back(std::move(source));
+  g.nodes.push_back(GraphNode{nullptr, {}, 0});
+  for (ops::OperatorPtr& op : ops) g.nodes.push_back(GraphNode{std::move(op), {g.nodes.size() - 1}, 0});
+  g.outputs.push_back(g.nodes.size() - 1);
+  return g;
+}
+
+}  // namespace
+
 Pipeline::Pipeline(std::unique_ptr<BatchSource> source, std::vector<ops::OperatorPtr> ops, PipelineOptions options)
-    : source_(std::move(source)), options_(std::move(options)) {
-  if (ops.empty()) throw Error(ErrorKind::kUsage, "a pipeline needs at least one operator");
+    : Pipeline(chain(std::move(source), std::move(ops)), std::move(options)) {}
+
+Pipeline::Pipeline(Graph graph, PipelineOptions options) : options_(std::move(options)) {
   threads_ = options_.threads != 0 ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
   partitions_ = options_.partitions != 0 ? options_.partitions
                 : options_.partitioning == sync::Partitioning::kHybrid ? 64
@@ -118,38 +158,7 @@ Pipeline::Pipeline(std::unique_ptr<BatchSource> source, std::vector<ops::Operato
   morsel_rows_ = options_.morsel_rows;
   max_inflight_ = options_.max_inflight != 0 ? options_.max_inflight : std::max<size_t>(64, 16 * threads_);
   if (options_.reorder_capacity == 0) throw Error(ErrorKind::kUsage, "reorder_capacity must be at least 1");
-
-  const Schema* expected = source_->schema().get();
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (auto diff = schema_difference(*ops[i]->input_schema(), *expected)) {
-      throw Error(ErrorKind::kSchemaMismatch, "operator " + std::to_string(i) + " (" + ops[i]->name() +
-                                                  ") does not take its input's schema: " + *diff);
-    }
-    expected = ops[i]->output_schema().get();
-  }
-  schema_ = ops.back()->output_schema();
-
-  for (size_t i = 0; i < ops.size(); ++i) {
-    auto st = std::make_unique<Stage>();
-    st->op = ops[i];
-    st->kind = ops[i]->kind();
-    switch (st->kind) {
-      case ops::OpKind::kStateful: st->max_parallelism = 1; break;
-      case ops::OpKind::kPartitioned:
-        st->max_parallelism = partitions_;
-        st->keys = ops[i]->key_columns();
-        st->op->set_partitions(partitions_);
-        st->parts = sync::make_partition_queue<PieceRef>(options_.partitioning, partitions_);
-        break;
-      case ops::OpKind::kStateless:
-        st->max_parallelism = ops[i]->max_parallelism() != 0 ? ops[i]->max_parallelism() : threads_;
-        break;
-    }
-    const size_t next = i + 1;
-    auto sink = [this, next](uint64_t, Output* out) { link(next, out); };
-    st->reorder = sync::make_reorder<Output>(options_.reorder, options_.reorder_capacity, std::move(sink));
-    stages_.push_back(std::move(st));
-  }
+  build(std::move(graph));
 
   start_ = std::chrono::steady_clock::now();
   ct_window_start_.store(now_ns(), std::memory_order_relaxed);
@@ -163,18 +172,104 @@ Pipeline::Pipeline(std::unique_ptr<BatchSource> source, std::vector<ops::Operato
   }
 }
 
+// Checks the graph and makes a stage per operator node, a SourceState per source.
+void Pipeline::build(Graph graph) {
+  const size_t n = graph.nodes.size();
+  // Per node: a source's index in sources_, or an operator's stage index.
+  std::vector<size_t> index(n);
+  std::vector<bool> is_source(n);
+  std::vector<const Schema*> schema(n);
+  for (size_t i = 0; i < n; ++i) {
+    const GraphNode& node = graph.nodes[i];
+    for (size_t in : node.inputs) {
+      if (in >= i) throw Error(ErrorKind::kUsage, "graph node " + std::to_string(i) + " reads a later node");
+    }
+    if (!node.op) {
+      if (node.source >= graph.sources.size() || !graph.sources[node.source]) {
+        throw Error(ErrorKind::kUsage, "graph node " + std::to_string(i) + " names no source");
+      }
+      auto st = std::make_unique<SourceState>();
+      st->source = std::move(graph.sources[node.source]);
+      if (!graph.time.empty()) st->time_index = st->source->schema()->find(graph.time);
+      schema[i] = st->source->schema().get();
+      is_source[i] = true;
+      index[i] = sources_.size();
+      sources_.push_back(std::move(st));
+      continue;
+    }
+    auto st = std::make_unique<Stage>();
+    const size_t stage = stages_.size();
+    st->op = node.op;
+    st->kind = node.op->kind();
+    st->multi = dynamic_cast<ops::MultiInputOperator*>(node.op.get());
+    st->ports = st->multi ? st->multi->ports() : 1;
+    if (node.inputs.size() != st->ports) {
+      throw Error(ErrorKind::kUsage, "operator " + std::to_string(stage) + " (" + node.op->name() + ") takes " +
+                                         std::to_string(st->ports) + " inputs, given " +
+                                         std::to_string(node.inputs.size()));
+    }
+    st->rows_linked.assign(st->ports, 0);
+    for (size_t p = 0; p < st->ports; ++p) {
+      const size_t in = node.inputs[p];
+      const Schema& expected = st->multi ? *st->multi->port_schema(p) : *node.op->input_schema();
+      if (auto diff = schema_difference(expected, *schema[in])) {
+        throw Error(ErrorKind::kSchemaMismatch, "operator " + std::to_string(stage) + " (" + node.op->name() +
+                                                    ") does not take its input's schema: " + *diff);
+      }
+      const Edge e{stage, p};
+      if (is_source[in]) {
+        sources_[index[in]]->consumers.push_back(e);
+        ++st->producer_sources;
+      } else {
+        stages_[index[in]]->consumers.push_back(e);
+        st->producer_stages.push_back(index[in]);
+      }
+    }
+    st->preserves_time = !graph.time.empty() && !st->multi && node.op->preserves_time(graph.time);
+    switch (st->kind) {
+      case ops::OpKind::kStateful: st->max_parallelism = 1; break;
+      case ops::OpKind::kPartitioned:
+        st->max_parallelism = partitions_;
+        st->keys = node.op->key_columns();
+        st->op->set_partitions(partitions_);
+        st->parts = sync::make_partition_queue<PieceRef>(options_.partitioning, partitions_);
+        break;
+      case ops::OpKind::kStateless:
+        st->max_parallelism = node.op->max_parallelism() != 0 ? node.op->max_parallelism() : threads_;
+        break;
+    }
+    if (st->multi) st->max_parallelism = 1;
+    Stage* self = st.get();
+    auto sink = [this, self](uint64_t, Output* out) { link(self->consumers, self->outputs, out); };
+    st->reorder = sync::make_reorder<Output>(options_.reorder, options_.reorder_capacity, std::move(sink));
+    schema[i] = node.op->output_schema().get();
+    index[i] = stage;
+    stages_.push_back(std::move(st));
+  }
+  if (stages_.size() > 64) throw Error(ErrorKind::kUsage, "a pipeline runs at most 64 operators");
+  if (graph.outputs.empty()) throw Error(ErrorKind::kUsage, "a pipeline needs at least one output");
+  for (size_t o = 0; o < graph.outputs.size(); ++o) {
+    const size_t node = graph.outputs[o];
+    if (node >= n) throw Error(ErrorKind::kUsage, "output " + std::to_string(o) + " names no node");
+    (is_source[node] ? sources_[index[node]]->outputs : stages_[index[node]]->outputs).push_back(o);
+    out_schemas_.push_back(is_source[node] ? sources_[index[node]]->source->schema()
+                                           : stages_[index[node]]->op->output_schema());
+  }
+  results_.resize(graph.outputs.size());
+}
+
 Pipeline::~Pipeline() {
   cancel();
 }
 
 void Pipeline::cancel() {
   {
-    // out_closed_ is written under out_mutex_ (try_finish); next() takes out_mutex_ before
-    // error_mutex_, and so do we, so the two locks are always taken in one order.
+    // The result queues' `closed` are written under out_mutex_ (try_finish); next() takes
+    // out_mutex_ before error_mutex_, and so do we, so the two locks are always taken in one order.
     std::lock_guard out(out_mutex_);
     std::lock_guard lock(error_mutex_);
-    if (!error_ && !out_closed_)
-      error_ = std::make_exception_ptr(Error(ErrorKind::kUsage, "the pipeline was cancelled"));
+    const bool complete = std::all_of(results_.begin(), results_.end(), [](const ResultQueue& q) { return q.closed; });
+    if (!error_ && !complete) error_ = std::make_exception_ptr(Error(ErrorKind::kUsage, "the pipeline was cancelled"));
   }
   stop_threads();
 }
@@ -227,7 +322,8 @@ void Pipeline::release_all() {
     // Outputs deposited but not linked: their reorder slots are freed by the reorder buffer's
     // owner below; the Outputs themselves we free here.
     for (Output* o : st.reorder->take_all()) {
-      for (Work* w : o->works) delete w;
+      for (auto& ws : o->works)
+        for (Work* w : ws) delete w;
       delete o;
     }
   }
@@ -248,73 +344,111 @@ void Pipeline::fail(std::exception_ptr e) {
 
 void Pipeline::wake() { work_.notify(); }
 
-Output* Pipeline::prepare(size_t i, Batch batch, int64_t entry_ns) {
+Output* Pipeline::prepare(const std::vector<Edge>& consumers, const std::vector<size_t>& outputs, Batch batch,
+                          int64_t entry_ns, int64_t bound, std::optional<size_t> time_index) {
   auto* out = new Output;
   out->entry_ns = entry_ns;
+  out->works.resize(consumers.size());
   const int64_t rows = batch.num_rows();
-  if (i == stages_.size()) {
-    out->result = std::move(batch);
-    return out;
-  }
-  if (rows == 0) return out;
-  const Stage& st = *stages_[i];
-  const int64_t m = morsel_rows_ != 0 ? morsel_rows_ : i == 0 ? morsel_rows_for(rows, threads_) : kMaxMorsel;
-  std::vector<uint64_t> hashes;
-  if (st.kind == ops::OpKind::kPartitioned) key_hashes(batch, st.keys, hashes);
-  for (int64_t start = 0; start < rows; start += m) {
-    const int64_t len = std::min(m, rows - start);
-    auto* w = new Work;
-    w->batch = batch.slice(start, len);
-    w->entry_ns.store(entry_ns, std::memory_order_relaxed);
-    if (st.kind == ops::OpKind::kPartitioned) {
-      // Route each row to its key's partition (the high bits of hash * partitions: uniform
-      // without a division). Rows stay ascending within a piece.
-      std::vector<int32_t> piece_of(partitions_, -1);
-      for (int64_t r = 0; r < len; ++r) {
-        const auto p = static_cast<uint32_t>(
-            (static_cast<unsigned __int128>(hashes[static_cast<size_t>(start + r)]) * partitions_) >> 64);
-        if (piece_of[p] < 0) {
-          piece_of[p] = static_cast<int32_t>(w->piece_rows.size());
-          w->piece_rows.emplace_back();
-          w->piece_partition.push_back(p);
-        }
-        w->piece_rows[static_cast<size_t>(piece_of[p])].push_back(r);
+  for (size_t c = 0; c < consumers.size(); ++c) {
+    const Stage& st = *stages_[consumers[c].stage];
+    std::vector<Work*>& works = out->works[c];
+    if (rows == 0) {
+      // A pulse: an empty morsel that only carries the stream's bound, for an operator waiting on
+      // this stream's progress (section 4.3.3's pulses; nobody else needs it).
+      if (st.multi != nullptr && bound != INT64_MIN) {
+        auto* w = new Work;
+        w->batch = batch;
+        w->bound = bound;
+        w->entry_ns.store(entry_ns, std::memory_order_relaxed);
+        works.push_back(w);
       }
-      w->results.resize(w->piece_rows.size());
-      w->pending.store(static_cast<uint32_t>(w->piece_rows.size()), std::memory_order_relaxed);
+      continue;
     }
-    out->works.push_back(w);
+    const int64_t m = morsel_rows_ != 0 ? morsel_rows_ : time_index ? morsel_rows_for(rows, threads_) : kMaxMorsel;
+    std::vector<uint64_t> hashes;
+    if (st.kind == ops::OpKind::kPartitioned) key_hashes(batch, st.keys, hashes);
+    for (int64_t start = 0; start < rows; start += m) {
+      const int64_t len = std::min(m, rows - start);
+      auto* w = new Work;
+      w->batch = batch.slice(start, len);
+      w->entry_ns.store(entry_ns, std::memory_order_relaxed);
+      if (time_index) {
+        // A source is sorted: nothing after this morsel is earlier than its last time.
+        const Column& t = w->batch.column(*time_index);
+        w->bound = batch.schema()->fields[*time_index].type.byte_width() == 8 ? t.typed<int64_t>()[len - 1]
+                                                                              : t.typed<int32_t>()[len - 1];
+      } else if (start + len == rows) {
+        w->bound = bound;
+      }
+      if (st.kind == ops::OpKind::kPartitioned) {
+        // Route each row to its key's partition (the high bits of hash * partitions: uniform
+        // without a division). Rows stay ascending within a piece.
+        std::vector<int32_t> piece_of(partitions_, -1);
+        for (int64_t r = 0; r < len; ++r) {
+          const auto p = static_cast<uint32_t>(
+              (static_cast<unsigned __int128>(hashes[static_cast<size_t>(start + r)]) * partitions_) >> 64);
+          if (piece_of[p] < 0) {
+            piece_of[p] = static_cast<int32_t>(w->piece_rows.size());
+            w->piece_rows.emplace_back();
+            w->piece_partition.push_back(p);
+          }
+          w->piece_rows[static_cast<size_t>(piece_of[p])].push_back(r);
+        }
+        w->results.resize(w->piece_rows.size());
+        w->pending.store(static_cast<uint32_t>(w->piece_rows.size()), std::memory_order_relaxed);
+      }
+      works.push_back(w);
+    }
   }
-  const int64_t live = inflight_.fetch_add(static_cast<int64_t>(out->works.size()), std::memory_order_relaxed) +
-                       static_cast<int64_t>(out->works.size());
-  int64_t peak = peak_inflight_.load(std::memory_order_relaxed);
-  while (live > peak && !peak_inflight_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  size_t made = 0;
+  for (const auto& ws : out->works) made += ws.size();
+  if (!outputs.empty()) out->result = std::move(batch);
+  if (made > 0) {
+    const int64_t live = inflight_.fetch_add(static_cast<int64_t>(made), std::memory_order_relaxed) + static_cast<int64_t>(made);
+    int64_t peak = peak_inflight_.load(std::memory_order_relaxed);
+    while (live > peak && !peak_inflight_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+    }
   }
   return out;
 }
 
-// Links an operator's output (in serial order; one thread at a time) into stage i's worklist,
-// or, past the last operator, into the result queue.
-void Pipeline::link(size_t i, Output* out) {
-  if (i == stages_.size()) {
-    if (out->result.num_rows() > 0) {
-      const int64_t lat = out->entry_ns != 0 ? now_ns() - out->entry_ns : -1;
-      std::lock_guard lock(out_mutex_);
+// Links an operator's (or a source's) output, in serial order and one thread at a time per
+// producer, into each consumer's worklist and each result queue it feeds.
+void Pipeline::link(const std::vector<Edge>& consumers, const std::vector<size_t>& outputs, Output* out) {
+  bool added = false;
+  for (size_t c = 0; c < consumers.size(); ++c) {
+    if (out->works[c].empty()) continue;
+    link_into(consumers[c], out->works[c]);
+    added = true;
+  }
+  if (!outputs.empty() && out->result.num_rows() > 0) {
+    const int64_t lat = out->entry_ns != 0 ? now_ns() - out->entry_ns : -1;
+    std::lock_guard lock(out_mutex_);
+    for (size_t o : outputs) {
+      if (results_[o].discarded) continue;
       inflight_.fetch_add(1, std::memory_order_relaxed);
       tuples_out_ += out->result.num_rows();
-      results_.push_back(std::move(out->result));
-      if (lat >= 0) latencies_ns_.push_back(lat);
-      out_cv_.notify_one();
+      results_[o].batches.push_back(out->result);  // several outputs share the batch
     }
-    delete out;
-    return;
+    if (lat >= 0) latencies_ns_.push_back(lat);
+    out_cv_.notify_all();
   }
-  Stage& st = *stages_[i];
+  delete out;
+  if (added) wake();
+}
+
+void Pipeline::link_into(const Edge& e, std::vector<Work*>& works) {
+  Stage& st = *stages_[e.stage];
+  // Several producers feed a multi-input stage; one producer's links come one at a time already.
+  std::unique_lock<std::mutex> turn;
+  if (st.ports > 1) turn = std::unique_lock(st.link_mutex);
   uint64_t serial = st.enqueued.load(std::memory_order_relaxed);
-  for (Work* w : out->works) {
+  for (Work* w : works) {
     w->serial = serial++;
-    w->first_row = st.rows_linked;
-    st.rows_linked += w->batch.num_rows();
+    w->port = static_cast<uint32_t>(e.port);
+    w->first_row = st.rows_linked[e.port];
+    st.rows_linked[e.port] += w->batch.num_rows();
     st.queued_rows.fetch_add(w->batch.num_rows(), std::memory_order_relaxed);
     if (st.kind == ops::OpKind::kPartitioned) {
       // Once its last piece is pushed a worker may finish the morsel and free `w`: read
@@ -328,9 +462,30 @@ void Pipeline::link(size_t i, Output* out) {
     }
   }
   st.enqueued.store(serial, std::memory_order_release);
-  const bool added = !out->works.empty();
-  delete out;
-  if (added) wake();
+}
+
+void Pipeline::close_port(const Edge& e) {
+  Stage& st = *stages_[e.stage];
+  if (st.multi != nullptr) {
+    // The end reaches the operator in order, after the stream's last morsel.
+    auto* end = new Work;
+    end->batch = empty_batch(st.multi->port_schema(e.port));
+    end->bound = INT64_MAX;
+    inflight_.fetch_add(1, std::memory_order_relaxed);
+    std::vector<Work*> works{end};
+    link_into(e, works);
+  }
+  // acq_rel: the closer of the last port sees every other closer's links (they came first).
+  if (st.ports_closed.fetch_add(1, std::memory_order_acq_rel) + 1 == st.ports) {
+    st.input_closed.store(true, std::memory_order_release);
+  }
+  wake();
+}
+
+void Pipeline::close_output(size_t output) {
+  std::lock_guard lock(out_mutex_);
+  results_[output].closed = true;
+  out_cv_.notify_all();
 }
 
 void Pipeline::ingress_main() {
@@ -343,10 +498,39 @@ void Pipeline::ingress_main() {
         work_.wait(work_.value(), std::chrono::microseconds(100));
       }
       if (stop_.load(std::memory_order_relaxed)) return;
-      std::optional<Batch> b = source_->next();
-      if (!b) break;
-      if (b->num_rows() == 0) continue;
-      const int64_t before = tuples_in_.fetch_add(b->num_rows(), std::memory_order_relaxed);
+      // Every source holds its next batch; the one that starts earliest goes first, so sources
+      // advance together in time and a union or join of two of them never waits long on one.
+      SourceState* next = nullptr;
+      int64_t next_time = 0;
+      for (auto& src : sources_) {
+        SourceState& s = *src;
+        while (!s.ended && !s.pending) {
+          std::optional<Batch> b = s.source->next();
+          if (!b) {
+            s.ended = true;
+            for (const Edge& e : s.consumers) close_port(e);
+            for (size_t o : s.outputs) close_output(o);
+            s.source.reset();  // released once its end is published, so the release holds nothing back
+          } else if (b->num_rows() > 0) {
+            s.pending = std::move(*b);
+          }
+        }
+        if (!s.pending) continue;
+        int64_t first = 0;
+        if (s.time_index) {
+          const Column& t = s.pending->column(*s.time_index);
+          first = s.pending->schema()->fields[*s.time_index].type.byte_width() == 8 ? t.typed<int64_t>()[0]
+                                                                                  : t.typed<int32_t>()[0];
+        }
+        if (next == nullptr || first < next_time) {
+          next = &s;
+          next_time = first;
+        }
+      }
+      if (next == nullptr) break;  // every source has ended
+      Batch b = std::move(*next->pending);
+      next->pending.reset();
+      const int64_t before = tuples_in_.fetch_add(b.num_rows(), std::memory_order_relaxed);
       if (options_.rate > 0) {
         // Release the batch when its first tuple is due at the given rate.
         const auto due = start_ + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(before) * 1e9 / options_.rate));
@@ -354,23 +538,22 @@ void Pipeline::ingress_main() {
           std::this_thread::sleep_until(std::min(due, std::chrono::steady_clock::now() + std::chrono::milliseconds(5)));
         }
       }
-      link(0, prepare(0, std::move(*b), 0));
+      link(next->consumers, next->outputs,
+           prepare(next->consumers, next->outputs, std::move(b), 0, INT64_MIN, next->time_index));
     }
-    stages_[0]->input_closed.store(true, std::memory_order_release);
     wake();
-    source_.reset();  // released once its end is published, so the release holds nothing back
   } catch (...) {
     fail(std::current_exception());
   }
 }
 
 // Runs operator i's finish() once its input is complete and every output has left; links what
-// it returns and closes the next operator's input. True if this call did it.
+// it returns and closes its consumers' inputs. True if this call did it.
 bool Pipeline::try_finish(size_t i) {
   Stage& st = *stages_[i];
   if (!st.may_finish() || st.finishing.exchange(true, std::memory_order_acq_rel)) return false;
   // All of this stage's outputs have been linked (next == enqueued: the drainer's release store
-  // of next follows its last link), so we are now the only thread linking into stage i + 1.
+  // of next follows its last link), so we are now the only thread linking from this stage.
   Batch rest;
   try {
     rest = st.op->finish();
@@ -379,16 +562,12 @@ bool Pipeline::try_finish(size_t i) {
   }
   if (rest.num_rows() > 0) {
     st.tuples_out.fetch_add(rest.num_rows(), std::memory_order_relaxed);
-    link(i + 1, prepare(i + 1, std::move(rest), 0));
+    link(st.consumers, st.outputs, prepare(st.consumers, st.outputs, std::move(rest), 0, INT64_MIN, std::nullopt));
   }
   st.finished.store(true, std::memory_order_release);
-  if (i + 1 < stages_.size()) {
-    stages_[i + 1]->input_closed.store(true, std::memory_order_release);
-  } else {
-    std::lock_guard lock(out_mutex_);
-    out_closed_ = true;
-    out_cv_.notify_all();
-  }
+  stages_finished_.fetch_add(1, std::memory_order_acq_rel);
+  for (const Edge& e : st.consumers) close_port(e);
+  for (size_t o : st.outputs) close_output(o);
   wake();
   return true;
 }
@@ -405,7 +584,6 @@ int Pipeline::pick(size_t, uint64_t excluded) {
   };
   Cand cands[64];
   size_t nc = 0;
-  double cs = 1.0;
   double cs_sum = 0.0;
   std::vector<double> cs_out(n);
   for (size_t i = 0; i < n; ++i) {
@@ -415,10 +593,12 @@ int Pipeline::pick(size_t, uint64_t excluded) {
     const double sel = in > 0 ? static_cast<double>(out) / static_cast<double>(in) : 1.0;
     const double c = in > 0 ? static_cast<double>(st.busy_ns.load(std::memory_order_relaxed)) / static_cast<double>(in)
                             : 0.0;
-    const double cs_in = cs;
-    cs *= sel;
-    cs_out[i] = cs;
-    cs_sum += cs;
+    // Cumulative selectivity: tuples reaching this operator per source tuple, summed over the
+    // paths that feed it (stages come in topological order).
+    double cs_in = static_cast<double>(st.producer_sources);
+    for (size_t p : st.producer_stages) cs_in += cs_out[p];
+    cs_out[i] = cs_in * sel;
+    cs_sum += cs_out[i];
     if (i < 64 && (excluded >> i & 1) == 0 && !st.finished.load(std::memory_order_relaxed) &&
         st.workers.load(std::memory_order_relaxed) < st.max_parallelism && st.ready()) {
       cands[nc++] = {i, c, cs_in, st.queued_rows.load(std::memory_order_relaxed),
@@ -432,16 +612,18 @@ int Pipeline::pick(size_t, uint64_t excluded) {
       return static_cast<int>(cands[nc - 1].i);
     case Heuristic::kQST: {
       // The earliest operator whose output queue is under its share T_i = C * cs_i / sum(cs)
-      // of the capacity (equation 1); the last operator's output is the result queue, which the
-      // consumer empties, so it always qualifies.
+      // of the capacity (equation 1); an operator feeding a result queue, which the consumer
+      // empties, always qualifies.
       const double capacity = static_cast<double>(max_inflight_) *
                               static_cast<double>(morsel_rows_ != 0 ? morsel_rows_ : kMaxMorsel);
       for (size_t k = 0; k < nc; ++k) {
         const size_t i = cands[k].i;
-        if (i + 1 == n) return static_cast<int>(i);
+        const Stage& st = *stages_[i];
+        if (!st.outputs.empty() || st.consumers.empty()) return static_cast<int>(i);
         const double threshold = capacity * cs_out[i] / std::max(cs_sum, 1e-9);
-        if (static_cast<double>(stages_[i + 1]->queued_rows.load(std::memory_order_relaxed)) < threshold)
-          return static_cast<int>(i);
+        int64_t queued = 0;  // the fullest of its output queues
+        for (const Edge& e : st.consumers) queued = std::max(queued, stages_[e.stage]->queued_rows.load(std::memory_order_relaxed));
+        if (static_cast<double>(queued) < threshold) return static_cast<int>(i);
       }
       return static_cast<int>(cands[nc - 1].i);
     }
@@ -499,7 +681,7 @@ void Pipeline::worker_main(size_t index) {
       const uint64_t seen = work_.value();
       bool finished_any = false;
       for (size_t i = 0; i < stages_.size(); ++i) finished_any |= try_finish(i);
-      if (stages_.back()->finished.load(std::memory_order_acquire)) return;
+      if (stages_finished_.load(std::memory_order_acquire) == stages_.size()) return;
       uint64_t excluded = 0;
       bool worked = finished_any;
       for (;;) {
@@ -569,7 +751,7 @@ size_t Pipeline::step(size_t i, size_t worker) {
       Work* w = ref->work;
       const uint32_t k = ref->index;
       delete ref;
-      if (i == 0 && w->entry_ns.load(std::memory_order_relaxed) == 0)
+      if (st.producer_sources > 0 && w->entry_ns.load(std::memory_order_relaxed) == 0)
         w->entry_ns.store(now_ns(), std::memory_order_relaxed);
       try {
         w->results[k] = st.op->process_rows(w->batch, w->piece_rows[k], w->piece_partition[k]);
@@ -622,29 +804,39 @@ size_t Pipeline::step(size_t i, size_t worker) {
         }
         merged = gather(st.op->output_schema(), sources, segs);
       }
-      complete(i, w, std::move(merged));
+      complete(i, w, std::move(merged), st.preserves_time ? w->bound : INT64_MIN);
     });
   }
   std::optional<sync::Entry<Work>> e = st.fifo.pop_below(st.limit());
   if (!e) return 0;
   Work* w = e->item;
-  if (i == 0 && w->entry_ns.load(std::memory_order_relaxed) == 0) w->entry_ns.store(now_ns(), std::memory_order_relaxed);
+  if (st.producer_sources > 0 && w->entry_ns.load(std::memory_order_relaxed) == 0) {
+    w->entry_ns.store(now_ns(), std::memory_order_relaxed);
+  }
   Batch out;
+  int64_t bound = INT64_MIN;
   try {
-    out = st.op->process(w->batch);
+    if (st.multi != nullptr) {
+      out = st.multi->push(w->port, w->batch, w->bound);
+      bound = st.multi->output_bound();
+    } else {
+      out = st.op->process(w->batch);
+      if (st.preserves_time) bound = w->bound;
+    }
   } catch (...) {
     const int64_t first_row = w->first_row;
     delete w;  // the run fails; nothing else holds this morsel
     inflight_.fetch_sub(1, std::memory_order_relaxed);
     in_operator(i, first_row);
   }
-  complete(i, w, std::move(out));
+  complete(i, w, std::move(out), bound);
   return 1;
 }
 
-// Stage i is done with Work w whose output is `out`: prepares it for the next operator (in this
-// worker, in parallel with others) and deposits it in the reorder buffer.
-void Pipeline::complete(size_t i, Work* w, Batch out) {
+// Stage i is done with Work w whose output is `out`, after which its stream sends nothing below
+// `bound`: prepares it for the consumers (in this worker, in parallel with others) and deposits
+// it in the reorder buffer.
+void Pipeline::complete(size_t i, Work* w, Batch out, int64_t bound) {
   Stage& st = *stages_[i];
   const int64_t rows_in = w->batch.num_rows();
   st.tuples_in.fetch_add(rows_in, std::memory_order_relaxed);
@@ -652,54 +844,120 @@ void Pipeline::complete(size_t i, Work* w, Batch out) {
   st.morsels.fetch_add(1, std::memory_order_relaxed);
   st.queued_rows.fetch_sub(rows_in, std::memory_order_relaxed);
   const uint64_t serial = w->serial;
-  Output* o = prepare(i + 1, std::move(out), w->entry_ns.load(std::memory_order_relaxed));
+  Output* o = prepare(st.consumers, st.outputs, std::move(out), w->entry_ns.load(std::memory_order_relaxed), bound,
+                      std::nullopt);
   delete w;
   inflight_.fetch_sub(1, std::memory_order_relaxed);
   st.reorder->send(serial, o);
 }
 
-std::optional<Batch> Pipeline::next() {
-  std::unique_lock lock(out_mutex_);
-  for (;;) {
-    {
-      std::lock_guard e(error_mutex_);
-      if (error_) {
-        std::exception_ptr err = error_;
-        // Hand the error out once and keep only a plain one: a Python exception holds its
-        // traceback, whose frames hold the result that holds this pipeline, a reference cycle
-        // through C++ that Python's collector cannot see and that would keep every batch alive.
-        error_ = std::make_exception_ptr(
-            Error(ErrorKind::kUsage, "the pipeline failed; its error was raised by an earlier call"));
-        lock.unlock();
-        stop_threads();
-        std::rethrow_exception(err);
-      }
+// Under out_mutex_ (held by `lock`): throws the run's error, handing it out once.
+void Pipeline::rethrow_error(std::unique_lock<std::mutex>& lock) {
+  std::lock_guard e(error_mutex_);
+  if (!error_) return;
+  std::exception_ptr err = error_;
+  // Hand the error out once and keep only a plain one: a Python exception holds its traceback,
+  // whose frames hold the result that holds this pipeline, a reference cycle through C++ that
+  // Python's collector cannot see and that would keep every batch alive.
+  error_ = std::make_exception_ptr(Error(ErrorKind::kUsage, "the pipeline failed; its error was raised by an earlier call"));
+  lock.unlock();
+  stop_threads();
+  std::rethrow_exception(err);
+}
+
+// Under out_mutex_: the end of output `q` has been reached by a reader.
+void Pipeline::mark_drained(ResultQueue& q, std::unique_lock<std::mutex>& lock) {
+  if (!q.drained) {
+    q.drained = true;
+    ++drained_;
+  }
+  if (drained_ == results_.size()) {
+    lock.unlock();
+    stop_threads();
+    lock.lock();
+  }
+}
+
+// Waits on out_cv_ a while, then lets Ctrl-C through (check_interrupt) without the lock.
+void Pipeline::wait_for_results(std::unique_lock<std::mutex>& lock) {
+  out_cv_.wait_for(lock, std::chrono::milliseconds(50));
+  if (options_.check_interrupt) {
+    lock.unlock();
+    try {
+      options_.check_interrupt();
+    } catch (...) {
+      fail(std::current_exception());
     }
-    if (out_head_ < results_.size()) {
-      Batch b = std::move(results_[out_head_++]);
-      if (out_head_ == results_.size()) {
-        results_.clear();
-        out_head_ = 0;
-      }
+    lock.lock();
+  }
+}
+
+std::optional<Batch> Pipeline::next(size_t output) {
+  std::unique_lock lock(out_mutex_);
+  ResultQueue& q = results_.at(output);
+  for (;;) {
+    rethrow_error(lock);
+    if (q.discarded) return std::nullopt;
+    if (!q.batches.empty()) {
+      Batch b = std::move(q.batches.front());
+      q.batches.pop_front();
       inflight_.fetch_sub(1, std::memory_order_relaxed);
       return b;
     }
-    if (out_closed_) {
-      lock.unlock();
-      stop_threads();
+    if (q.closed) {
+      q.end_told = true;
+      mark_drained(q, lock);
       return std::nullopt;
     }
-    out_cv_.wait_for(lock, std::chrono::milliseconds(50));
-    if (options_.check_interrupt) {
-      lock.unlock();
-      try {
-        options_.check_interrupt();
-      } catch (...) {
-        fail(std::current_exception());
-      }
-      lock.lock();
-    }
+    wait_for_results(lock);
   }
+}
+
+std::optional<std::pair<size_t, std::optional<Batch>>> Pipeline::next_any() {
+  std::unique_lock lock(out_mutex_);
+  for (;;) {
+    rethrow_error(lock);
+    bool open = false;
+    for (size_t o = 0; o < results_.size(); ++o) {
+      ResultQueue& q = results_[o];
+      if (q.discarded || q.end_told) continue;
+      open = true;
+      if (!q.batches.empty()) {
+        Batch b = std::move(q.batches.front());
+        q.batches.pop_front();
+        inflight_.fetch_sub(1, std::memory_order_relaxed);
+        return std::make_pair(o, std::optional<Batch>(std::move(b)));
+      }
+      if (q.closed) {
+        q.end_told = true;
+        mark_drained(q, lock);
+        return std::make_pair(o, std::optional<Batch>());
+      }
+    }
+    if (!open) return std::nullopt;
+    wait_for_results(lock);
+  }
+}
+
+void Pipeline::discard(size_t output) {
+  bool all = false;
+  {
+    std::lock_guard lock(out_mutex_);
+    ResultQueue& q = results_.at(output);
+    if (q.discarded) return;
+    q.discarded = true;
+    inflight_.fetch_sub(static_cast<int64_t>(q.batches.size()), std::memory_order_relaxed);
+    q.batches.clear();
+    if (!q.drained) {
+      q.drained = true;
+      ++drained_;
+    }
+    all = drained_ == results_.size();
+  }
+  // Nobody reads any output: the threads may stop (they are joined at destruction; joining here
+  // could deadlock, as the caller may hold the GIL a map_batches worker waits for).
+  if (all) stop_.store(true, std::memory_order_seq_cst);
+  wake();  // the ingress may wait for the room this made, or for the stop
 }
 
 PipelineStats Pipeline::stats() const {

@@ -1,30 +1,42 @@
 #pragma once
-// The ordered parallel runtime (ordered-processing paper, sections 2.2, 3 to 6): a linear chain of
-// operators run by a pool of workers that any operator may use, with the output sequence of a
-// sequential run.
+// The ordered parallel runtime (ordered-processing paper, sections 2.2, 3 to 6): a graph of
+// operators run by a pool of workers that any operator may use, with the output of a sequential
+// run on every output. A chain (one source, one output) is the simplest graph.
 //
 // The path of a morsel (a row range of a batch):
-//   ingress thread   pulls the (merged) input, cuts it into morsels, prepares them for operator
-//                    0 (partitioned: routes each row to its key's partition) and links them into
-//                    its worklist, assigning serial numbers 0, 1, 2, ...
+//   ingress thread   pulls the sources (each a merged set of inputs; the source whose next batch
+//                    is earliest first), cuts their batches into morsels, prepares them for each
+//                    consumer (partitioned: routes each row to its key's partition) and links them
+//                    into the consumers' worklists, assigning serial numbers 0, 1, 2, ...
 //   workers          ask the scheduler (heuristic QST, LP, ET or CT) for an operator, take
 //                    morsels from its worklist for a time slice, run the operator, prepare the
-//                    output for the next operator (in parallel: routing is done here, not by
+//                    output for every consumer (in parallel: routing is done here, not by
 //                    whoever links) and deposit it in the operator's reorder buffer under the
 //                    input's serial;
-//   reorder buffer   links outputs into the next worklist in serial order (new serials there),
-//                    or, after the last operator, into the result queue;
-//   next()           hands result batches to the caller in order.
+//   reorder buffer   links outputs into the consumers' worklists in serial order (new serials
+//                    there; a node used twice gets both consumers the same batches, no copy), and
+//                    into the result queue of each output the node is;
+//   next(output)     hands result batches to the caller in order.
 // An operator whose input is complete and whose every output has left runs finish() once; what
-// it returns follows its last output, and then the next operator's input is complete.
+// it returns follows its last output, and then its consumers' inputs are complete.
+//
+// Operators of several inputs (ops/multi_input.h: union, joins) have one port per input; each port
+// receives its stream in order, with the stream's bound (the least time still to come) attached
+// to its morsels. A stream's bound comes from its source (each morsel's last time: sources are
+// sorted) through operators that keep the time column (Operator::preserves_time), or from a
+// multi-input operator's own output_bound(); an operator that does neither promises nothing until
+// it finishes. Empty outputs still send their bound to multi-input consumers (the paper's pulses),
+// so a union never waits on a branch whose filter dropped everything.
 //
 // Back-pressure: the ingress thread stops pulling while too many morsels are alive anywhere
-// (in worklists, being processed, in reorder buffers or in the result queue), so memory is
-// bounded whatever the input rate.
+// (in worklists, being processed, in reorder buffers or in result queues), so memory is
+// bounded whatever the input rate. Result batches count too: an output nobody reads holds at most
+// max_inflight batches, and then the run waits for it (read several outputs together).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -32,9 +44,11 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/batch.h"
+#include "ops/multi_input.h"
 #include "ops/operator.h"
 #include "sync/queues.h"
 #include "sync/reorder.h"
@@ -96,44 +110,95 @@ struct PipelineStats {
   std::vector<int64_t> latencies_ns;
 };
 
+// A node of a graph: a source (op null: the stream of sources[source]) or an operator over the
+// streams of `inputs`, earlier nodes, one per port in port order (one for a single-input operator).
+struct GraphNode {
+  ops::OperatorPtr op;
+  std::vector<size_t> inputs;
+  size_t source = 0;
+};
+
+struct Graph {
+  std::vector<std::unique_ptr<BatchSource>> sources;
+  std::vector<GraphNode> nodes;    // in topological order: a node's inputs come before it
+  std::vector<size_t> outputs;     // the nodes whose streams the run hands out, in order
+  // The time column every stream shares: sources' morsels carry their last time as the stream's
+  // bound. Empty: no bounds (only for graphs without multi-input operators).
+  std::string time;
+};
+
 struct Stage;
 struct Work;
 struct Output;
+struct SourceState;
+struct Edge {
+  size_t stage;  // index among the operator nodes
+  size_t port;
+};
 
 class Pipeline : public BatchSource {
  public:
-  // Starts the ingress thread and the workers at once. `ops` must chain: each operator's input
-  // schema equals the previous one's output schema (and operator 0's, the source's).
+  // Starts the ingress thread and the workers at once. Every operator's input schema must equal
+  // its input node's output schema (each port's, for several inputs); at least one operator.
+  Pipeline(Graph graph, PipelineOptions options);
+  // A chain: `ops` in order over `source`, one output.
   Pipeline(std::unique_ptr<BatchSource> source, std::vector<ops::OperatorPtr> ops, PipelineOptions options);
   ~Pipeline() override;
 
-  const std::shared_ptr<const Schema>& schema() const noexcept override { return schema_; }
-  // The next result batch in order; nullopt at the end. Rethrows the run's first error.
-  std::optional<Batch> next() override;
+  // The first output (the chain form's only one).
+  const std::shared_ptr<const Schema>& schema() const noexcept override { return out_schemas_[0]; }
+  std::optional<Batch> next() override { return next(0); }
+
+  size_t outputs() const noexcept { return out_schemas_.size(); }
+  const std::shared_ptr<const Schema>& schema(size_t output) const { return out_schemas_[output]; }
+  // The next result batch of `output`, in order; nullopt at its end. Rethrows the run's first
+  // error. One caller at a time per output; different outputs may be read from different threads.
+  std::optional<Batch> next(size_t output);
+  // The next result batch of whichever output has one: (output, batch), or (output, nullopt)
+  // once for each output at its end; nullopt when every output has ended. The way to read several
+  // outputs together: reading one alone waits (next(output)) once the others hold max_inflight
+  // batches between them, while this never waits on one output when another has a batch.
+  std::optional<std::pair<size_t, std::optional<Batch>>> next_any();
+  // Nobody will read `output` any more (its result was closed): its queued batches are freed and
+  // no more are kept for it, so it never holds the run back. Any thread.
+  void discard(size_t output);
 
   PipelineStats stats() const;
   // Fails the run (next() throws) and stops every thread; joins them. Any thread; idempotent.
   void cancel();
 
  private:
+  void build(Graph graph);
   void ingress_main();
   void worker_main(size_t index);
   int pick(size_t worker, uint64_t excluded);
   size_t run_stage(size_t i, size_t worker);
   size_t step(size_t i, size_t worker);
-  void process_work(size_t i, Work* w);
-  void complete(size_t i, Work* w, Batch out);
-  Output* prepare(size_t i, Batch batch, int64_t entry_ns);
-  void link(size_t i, Output* out);
+  void complete(size_t i, Work* w, Batch out, int64_t bound);
+  // An output for `consumers` (cut into their morsels, routed) and for the result queues
+  // `outputs`. `time_index`: a source's time column, whose morsels then carry their own last time
+  // as bound; otherwise only the last morsel carries `bound`.
+  Output* prepare(const std::vector<Edge>& consumers, const std::vector<size_t>& outputs, Batch batch,
+                  int64_t entry_ns, int64_t bound, std::optional<size_t> time_index);
+  void link(const std::vector<Edge>& consumers, const std::vector<size_t>& outputs, Output* out);
+  void link_into(const Edge& e, std::vector<Work*>& works);
+  // The stream into `e` has ended: multi-input operators get the end as a bound.
+  void close_port(const Edge& e);
+  void close_output(size_t output);
   bool try_finish(size_t i);
   void fail(std::exception_ptr e);
   [[noreturn]] void in_operator(size_t i, int64_t first_row) const;  // inside a catch block
   void wake();
+  // Result queue helpers, under out_mutex_ (`lock` holds it).
+  struct ResultQueue;
+  void rethrow_error(std::unique_lock<std::mutex>& lock);
+  void mark_drained(ResultQueue& q, std::unique_lock<std::mutex>& lock);
+  void wait_for_results(std::unique_lock<std::mutex>& lock);
   void stop_threads();
   void release_all();
 
-  std::unique_ptr<BatchSource> source_;
-  std::shared_ptr<const Schema> schema_;
+  std::vector<std::unique_ptr<SourceState>> sources_;
+  std::vector<std::shared_ptr<const Schema>> out_schemas_;
   PipelineOptions options_;
   size_t threads_;
   size_t partitions_;
@@ -141,14 +206,21 @@ class Pipeline : public BatchSource {
   size_t max_inflight_;
   std::vector<std::unique_ptr<Stage>> stages_;
 
-  // Result queue (after the last operator's reorder buffer).
+  // Result queues, one per output, under out_mutex_.
+  struct ResultQueue {
+    std::deque<Batch> batches;
+    bool closed = false;     // nothing more will be linked
+    bool drained = false;    // next() returned its end, or discard()
+    bool discarded = false;  // discard(): results are dropped, not queued
+    bool end_told = false;   // next_any() reported its end
+  };
   mutable std::mutex out_mutex_;
   std::condition_variable out_cv_;
-  std::vector<Batch> results_;  // FIFO: results_[out_head_..]
-  size_t out_head_ = 0;
-  bool out_closed_ = false;
+  std::vector<ResultQueue> results_;
+  size_t drained_ = 0;  // outputs whose end next() has returned
   std::vector<int64_t> latencies_ns_;
   int64_t tuples_out_ = 0;
+  std::atomic<size_t> stages_finished_{0};
 
   // Morsels alive anywhere (Work objects and queued results); the ingress waits above the bound.
   std::atomic<int64_t> inflight_{0};

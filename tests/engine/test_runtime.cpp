@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 #include "helpers.h"
+#include "ops/joins.h"
+#include "ops/multi_input.h"
 #include "runtime/pipeline.h"
 #include "unit.h"
 
@@ -82,7 +84,9 @@ int copies(int64_t v, ops::Selectivity s) {
 // stateful kind also emits a summary row at finish(), the partitioned kind one row per key.
 class TestOp final : public ops::Operator {
  public:
-  TestOp(ops::OpKind kind, ops::Selectivity sel, int spin_ns) : kind_(kind), sel_(sel), spin_ns_(spin_ns) {}
+  // `summary`: the stateful and partitioned kinds emit summary rows at finish().
+  TestOp(ops::OpKind kind, ops::Selectivity sel, int spin_ns, bool summary = true)
+      : kind_(kind), sel_(sel), spin_ns_(spin_ns), summary_(summary) {}
   std::string name() const override { return "test"; }
   std::string describe() const override { return "test"; }
   ops::OpKind kind() const override { return kind_; }
@@ -91,6 +95,8 @@ class TestOp final : public ops::Operator {
   const std::shared_ptr<const Schema>& input_schema() const override { return schema_; }
   const std::shared_ptr<const Schema>& output_schema() const override { return schema_; }
   void set_partitions(size_t p) override { keyed_.assign(p, {}); }
+  // Output rows keep their input row's t; summary rows (t < 0) come at finish().
+  bool preserves_time(const std::string& time) const override { return time == "t" && !summary_; }
 
   Batch process(const Batch& in) override {
     Rows r = read(in), out;
@@ -106,6 +112,7 @@ class TestOp final : public ops::Operator {
   }
   Batch finish() override {
     Rows out;
+    if (!summary_) return make(out);
     if (kind_ == ops::OpKind::kStateful) {
       out.t = {-1}, out.k = {-1}, out.v = {static_cast<int64_t>(seen_)}, out.h = {static_cast<int64_t>(global_)};
     } else if (kind_ == ops::OpKind::kPartitioned) {
@@ -153,6 +160,7 @@ class TestOp final : public ops::Operator {
   ops::OpKind kind_;
   ops::Selectivity sel_;
   int spin_ns_;
+  bool summary_;
   std::vector<std::map<int64_t, uint64_t>> keyed_;
   uint64_t global_ = 0;
   uint64_t seen_ = 0;
@@ -376,5 +384,165 @@ TEST(stats_count_tuples_per_operator) {
 }
 
 }  // namespace
+
+namespace {
+
+// One operator over a whole stream, then finish(): the sequential run of a graph node.
+Rows once(const ops::OperatorPtr& op, const Rows& input) {
+  op->set_partitions(1);
+  Batch b = make(input);
+  Rows out;
+  if (op->kind() == ops::OpKind::kPartitioned) {
+    std::vector<int64_t> rows(input.size());
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
+    out = read(op->process_rows(b, rows, 0).batch);
+  } else {
+    out = read(op->process(b));
+  }
+  Rows fin = read(op->finish());
+  for (size_t i = 0; i < fin.size(); ++i) out.add(fin, i);
+  return out;
+}
+
+void append(Rows& all, const Batch& b) {
+  Rows r = read(b);
+  for (size_t i = 0; i < r.size(); ++i) all.add(r, i);
+}
+
+// A batch's int64 columns as rows, nulls as -999.
+std::vector<std::vector<int64_t>> flat(const std::vector<Batch>& bs) {
+  std::vector<std::vector<int64_t>> rows;
+  for (const Batch& x : bs) {
+    for (int64_t r = 0; r < x.num_rows(); ++r) {
+      std::vector<int64_t> row;
+      for (size_t c = 0; c < x.num_columns(); ++c) {
+        row.push_back(x.column(c).is_valid(r) ? x.column(c).typed<int64_t>()[r] : -999);
+      }
+      rows.push_back(row);
+    }
+  }
+  return rows;
+}
+
+}  // namespace
+
+// A graph with fan-out (A feeds an output, the union and the join), a union of two branches of
+// one source and an interval join of the same two: every output equals the sequential run of its
+// node, whatever the options. The outputs are read together (next_any).
+TEST(random_graphs_equal_the_sequential_run) {
+  std::mt19937_64 rng(777);
+  const runtime::Heuristic hs[] = {runtime::Heuristic::kCT, runtime::Heuristic::kLP, runtime::Heuristic::kET,
+                                   runtime::Heuristic::kQST};
+  int configs = 0;
+  for (int trial = 0; trial < 8; ++trial) {
+    const Rows input = random_input(rng, 100 + rng() % 800, 1 + static_cast<int>(rng() % 20));
+    const std::vector<Batch> batches = split(rng, input);
+    const auto sel_a = rng() % 2 ? ops::Selectivity::kAtMostOne : ops::Selectivity::kExactlyOne;
+    const auto sel_b = rng() % 2 ? ops::Selectivity::kAny : ops::Selectivity::kExactlyOne;
+    // The expected outputs, node by node (each multi-input node given its whole inputs at once).
+    const Rows a = once(std::make_shared<TestOp>(ops::OpKind::kStateless, sel_a, 0, false), input);
+    const Rows b = once(std::make_shared<TestOp>(ops::OpKind::kPartitioned, sel_b, 0, false), input);
+    auto u_ref = ops::make_union({tkvh(), tkvh()}, "t");
+    auto j_ref = ops::make_interval_join(tkvh(), tkvh(), "t", {"k"}, -1, 1, ops::JoinHow::kLeft);
+    std::vector<Batch> u_batches, j_batches;
+    for (size_t p = 0; p < 2; ++p) {
+      u_batches.push_back(u_ref->push(p, make(p == 0 ? a : b), INT64_MAX));
+      j_batches.push_back(j_ref->push(p, make(p == 0 ? a : b), INT64_MAX));
+    }
+    for (size_t threads : {1, 2, 4}) {
+      for (int combo = 0; combo < 3; ++combo) {
+        runtime::Graph g;
+        g.time = "t";
+        g.sources.push_back(std::make_unique<ListSource>(tkvh(), batches));
+        g.nodes.push_back({nullptr, {}, 0});
+        g.nodes.push_back({std::make_shared<TestOp>(ops::OpKind::kStateless, sel_a, 0, false), {0}, 0});
+        g.nodes.push_back({std::make_shared<TestOp>(ops::OpKind::kPartitioned, sel_b, 0, false), {0}, 0});
+        g.nodes.push_back({ops::make_union({tkvh(), tkvh()}, "t"), {1, 2}, 0});
+        g.nodes.push_back({ops::make_interval_join(tkvh(), tkvh(), "t", {"k"}, -1, 1, ops::JoinHow::kLeft), {1, 2}, 0});
+        g.outputs = {1, 3, 4};
+        runtime::PipelineOptions o;
+        o.threads = threads;
+        o.scheduler = hs[(trial + combo) % 4];
+        o.morsel_rows = combo == 0 ? 1 : combo == 1 ? 7 : 0;
+        o.max_inflight = combo == 0 ? 8 : 0;
+        o.reorder_capacity = combo == 0 ? 2 : 64;
+        runtime::Pipeline p(std::move(g), o);
+        std::vector<std::vector<Batch>> got(3);
+        std::vector<int> ends(3, 0);
+        while (auto r = p.next_any()) {
+          if (r->second) {
+            got[r->first].push_back(*r->second);
+          } else {
+            ++ends[r->first];
+          }
+        }
+        CHECK(ends == std::vector<int>({1, 1, 1}));
+        Rows got_a;
+        for (const Batch& x : got[0]) append(got_a, x);
+        ++configs;
+        REQUIRE(same(got_a, a));
+        REQUIRE(flat(got[1]) == flat(u_batches));
+        REQUIRE(flat(got[2]) == flat(j_batches));
+      }
+    }
+  }
+  CHECK_EQ(configs, 8 * 3 * 3);
+}
+
+// An output nobody reads holds at most max_inflight batches; the run then waits, and reading both
+// together lets both finish with the whole stream.
+TEST(an_output_nobody_reads_bounds_memory_and_the_run_waits) {
+  std::mt19937_64 rng(5);
+  const Rows input = random_input(rng, 20000, 5);
+  runtime::Graph g;
+  g.time = "t";
+  g.sources.push_back(std::make_unique<ListSource>(tkvh(), split(rng, input)));
+  g.nodes.push_back({nullptr, {}, 0});
+  g.nodes.push_back({std::make_shared<TestOp>(ops::OpKind::kStateless, ops::Selectivity::kExactlyOne, 0, false), {0}, 0});
+  g.outputs = {1, 0};
+  runtime::PipelineOptions o;
+  o.threads = 2;
+  o.max_inflight = 16;
+  o.morsel_rows = 100;
+  runtime::Pipeline p(std::move(g), o);
+  size_t first = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto b = p.next(0);
+    REQUIRE(b.has_value());
+    first += static_cast<size_t>(b->num_rows());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const runtime::PipelineStats s = p.stats();
+  CHECK(s.peak_inflight <= 16 + 8);  // the bound, plus what one input batch adds at once
+  CHECK(static_cast<size_t>(s.tuples_in) < input.size());  // waiting, not reading on
+  size_t other = 0;
+  while (auto r = p.next_any()) {
+    if (r->second) (r->first == 0 ? first : other) += static_cast<size_t>(r->second->num_rows());
+  }
+  CHECK_EQ(other, input.size());
+  CHECK_EQ(first, input.size());
+}
+
+// Closing (discarding) an output nobody will read lets the others run to the end.
+TEST(a_discarded_output_never_holds_the_run_back) {
+  std::mt19937_64 rng(6);
+  const Rows input = random_input(rng, 20000, 5);
+  runtime::Graph g;
+  g.time = "t";
+  g.sources.push_back(std::make_unique<ListSource>(tkvh(), split(rng, input)));
+  g.nodes.push_back({nullptr, {}, 0});
+  g.nodes.push_back({std::make_shared<TestOp>(ops::OpKind::kStateless, ops::Selectivity::kExactlyOne, 0, false), {0}, 0});
+  g.outputs = {1, 0};
+  runtime::PipelineOptions o;
+  o.threads = 2;
+  o.max_inflight = 16;
+  o.morsel_rows = 100;
+  runtime::Pipeline p(std::move(g), o);
+  p.discard(1);
+  size_t rows = 0;
+  while (auto b = p.next(0)) rows += static_cast<size_t>(b->num_rows());
+  CHECK_EQ(rows, input.size());
+  CHECK(!p.next(1).has_value());
+}
 
 int main() { return unit::run_all(); }

@@ -1,0 +1,608 @@
+#include "ops/joins.h"
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+
+#include "core/builder.h"
+#include "core/error.h"
+#include "core/gather.h"
+#include "core/key_table.h"
+
+namespace pao::ops {
+namespace {
+
+// a + b, clamped to the int64 range (times near the range's ends plus a join's bounds).
+int64_t add_clamped(int64_t a, int64_t b) {
+  int64_t out;
+  if (__builtin_add_overflow(a, b, &out)) return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  return out;
+}
+
+// The columns `columns` of `b` as a batch of `schema`: a view, no copy.
+Batch project(const Batch& b, const std::vector<size_t>& columns, const std::shared_ptr<const Schema>& schema) {
+  std::vector<Column> out;
+  out.reserve(columns.size());
+  for (size_t c : columns) out.push_back(b.column(c));
+  return Batch(schema, b.num_rows(), std::move(out), b.owner());
+}
+
+// The keys of both sides in one id space: each side's key columns are viewed as a batch of one
+// key schema (the left's key fields), read by one KeyTable.
+class JoinKeys {
+ public:
+  JoinKeys(const Schema& left, const Schema& right, const std::vector<std::string>& names, const std::string& op) {
+    // No key columns: every tuple has the one key (id 0).
+    Schema keys;
+    std::vector<size_t> all;
+    for (const std::string& n : names) {
+      const std::optional<size_t> l = left.find(n);
+      const std::optional<size_t> r = right.find(n);
+      if (!l || !r) {
+        throw Error(ErrorKind::kInvalidInput, op + "'s key column '" + n + "' is not in its " + (l ? "right" : "left") +
+                                                  " input; its columns are: " + (l ? right : left).to_string());
+      }
+      if (!(left.fields[*l].type == right.fields[*r].type)) {
+        throw Error(ErrorKind::kSchemaMismatch, op + "'s key column '" + n + "' has type " +
+                                                    left.fields[*l].type.to_string() + " on the left and " +
+                                                    right.fields[*r].type.to_string() + " on the right");
+      }
+      columns_[0].push_back(*l);
+      columns_[1].push_back(*r);
+      Field f = left.fields[*l];
+      f.nullable = true;
+      keys.fields.push_back(f);
+      all.push_back(all.size());
+    }
+    schema_ = std::make_shared<const Schema>(std::move(keys));
+    table_ = std::make_unique<KeyTable>(*schema_, all);
+  }
+
+  // Side 0 (left) or 1 (right): `b`'s key columns as a batch of the key schema.
+  Batch view(size_t side, const Batch& b) const { return project(b, columns_[side], schema_); }
+  // The key id of `row` of a view, adding a new key; nullopt when a key column is null (a null
+  // key matches nothing, as in SQL).
+  std::optional<uint32_t> id(const Batch& keys, int64_t row) {
+    if (has_null(keys, row)) return std::nullopt;
+    return table_->id(keys, row);
+  }
+  // Without adding: const, for readers of a table built once.
+  std::optional<uint32_t> find(const Batch& keys, int64_t row) const {
+    if (has_null(keys, row)) return std::nullopt;
+    return table_->find(keys, row);
+  }
+  const std::vector<size_t>& columns(size_t side) const { return columns_[side]; }
+
+ private:
+  static bool has_null(const Batch& keys, int64_t row) {
+    for (size_t c = 0; c < keys.num_columns(); ++c) {
+      if (!keys.column(c).is_valid(row)) return true;
+    }
+    return false;
+  }
+  std::vector<size_t> columns_[2];
+  std::shared_ptr<const Schema> schema_;
+  std::unique_ptr<KeyTable> table_;
+};
+
+// What a join outputs of the right side: its columns but the keys, named as the output names them.
+struct RightColumns {
+  std::vector<size_t> columns;            // indices in the right schema
+  std::shared_ptr<const Schema> payload;  // those fields under their own names (gather's layout)
+};
+
+// The output schema: `left`'s fields, then the right's but `keys` (a name already taken gets
+// "_right"), then `extra`. `right_nullable`: the right columns may be null (left join, as-of).
+std::shared_ptr<const Schema> join_schema(const Schema& left, const Schema& right, const std::vector<size_t>& keys,
+                                          bool right_nullable, const std::vector<Field>& extra, const std::string& op,
+                                          RightColumns& right_columns) {
+  Schema out = left;
+  Schema payload;
+  auto taken = [&](const std::string& name) { return out.find(name).has_value(); };
+  for (size_t c = 0; c < right.fields.size(); ++c) {
+    if (std::find(keys.begin(), keys.end(), c) != keys.end()) continue;
+    Field f = right.fields[c];
+    payload.fields.push_back(f);
+    right_columns.columns.push_back(c);
+    if (taken(f.name)) f.name += "_right";
+    if (taken(f.name)) {
+      throw Error(ErrorKind::kInvalidInput, op + "'s output would have two columns named '" + f.name +
+                                                "'; rename one of them first (with_columns or select)");
+    }
+    f.nullable = f.nullable || right_nullable;
+    out.fields.push_back(f);
+  }
+  for (const Field& f : extra) {
+    if (taken(f.name)) {
+      throw Error(ErrorKind::kInvalidInput, op + "'s output would have two columns named '" + f.name +
+                                                "'; rename the input's column '" + f.name + "' first");
+    }
+    out.fields.push_back(f);
+  }
+  right_columns.payload = std::make_shared<const Schema>(std::move(payload));
+  return std::make_shared<const Schema>(std::move(out));
+}
+
+// A row of a batch a join keeps: the batch's id in a BatchStore and the row.
+struct Ref {
+  uint64_t batch = 0;
+  int64_t row = 0;
+};
+
+// The batches a join keeps rows of. Each has a count of holds (rows kept in state, and the batch's
+// own hold while its rows are still queued to be taken); trim() drops batches from the oldest
+// while they have none, so memory follows what state still needs.
+class BatchStore {
+ public:
+  uint64_t add(Batch b) {
+    batches_.push_back({std::move(b), 1});
+    return base_ + batches_.size() - 1;
+  }
+  const Batch& at(uint64_t id) const { return batches_[static_cast<size_t>(id - base_)].batch; }
+  void hold(uint64_t id) { ++batches_[static_cast<size_t>(id - base_)].holds; }
+  void release(uint64_t id) { --batches_[static_cast<size_t>(id - base_)].holds; }
+  void trim() {
+    while (!batches_.empty() && batches_.front().holds == 0) {
+      batches_.pop_front();
+      ++base_;
+    }
+  }
+
+ private:
+  struct Kept {
+    Batch batch;
+    int64_t holds;
+  };
+  std::deque<Kept> batches_;
+  uint64_t base_ = 0;
+};
+
+// Rows `refs` of `store`'s batches as one batch of `schema` (their layout); a missing ref gives
+// a null row (from `null_row`, a one-row batch of nulls). A run of refs that is one slice of one
+// batch leaves as that slice, without a copy.
+Batch gather_refs(const std::shared_ptr<const Schema>& schema, const BatchStore& store,
+                  const std::vector<std::optional<Ref>>& refs, const Batch& null_row) {
+  std::vector<Batch> sources;
+  std::vector<uint64_t> ids;  // sources[i] is store batch ids[i] (the null row: UINT64_MAX)
+  std::vector<Segment> segments;
+  auto source_of = [&](uint64_t id) -> uint32_t {
+    for (size_t i = ids.size(); i-- > 0;) {  // recent first: refs cluster
+      if (ids[i] == id) return static_cast<uint32_t>(i);
+    }
+    ids.push_back(id);
+    sources.push_back(id == UINT64_MAX ? null_row : store.at(id));
+    return static_cast<uint32_t>(ids.size() - 1);
+  };
+  for (const std::optional<Ref>& r : refs) {
+    const uint64_t id = r ? r->batch : UINT64_MAX;
+    const int64_t row = r ? r->row : 0;
+    const uint32_t s = source_of(id);
+    if (!segments.empty() && segments.back().source == s && id != UINT64_MAX &&
+        segments.back().start + segments.back().length == row) {
+      ++segments.back().length;
+    } else {
+      segments.push_back({s, row, 1});
+    }
+  }
+  if (segments.empty()) return empty_batch(schema);
+  if (segments.size() == 1 && ids[0] != UINT64_MAX) {
+    return sources[0].slice(segments[0].start, segments[0].length).with_schema(schema);
+  }
+  return gather(schema, sources, segments);
+}
+
+// A one-row batch of nulls of `schema`.
+Batch null_row(const std::shared_ptr<const Schema>& schema) {
+  std::vector<ColumnBuilder> builders;
+  for (const Field& f : schema->fields) {
+    builders.emplace_back(f.type);
+    builders.back().append_null();
+  }
+  return finish_batch(schema, builders);
+}
+
+// `left`'s columns, with column `replace` (if any) swapped for `replacement`, then `right`'s,
+// then `extra`, as one batch of `schema` owning all of their memory.
+Batch combine(const std::shared_ptr<const Schema>& schema, const Batch& left, std::optional<size_t> replace,
+              const Batch& right, std::vector<ColumnBuilder>& built) {
+  auto memory = std::make_shared<BatchMemory>();
+  memory->share(left.owner());
+  memory->share(right.owner());
+  std::vector<Column> columns;
+  columns.reserve(schema->fields.size());
+  std::vector<Column> made;
+  for (ColumnBuilder& b : built) made.push_back(b.finish(*memory));
+  size_t next_made = 0;
+  for (size_t c = 0; c < left.num_columns(); ++c) {
+    columns.push_back(replace && c == *replace ? made[next_made++] : left.column(c));
+  }
+  for (size_t c = 0; c < right.num_columns(); ++c) columns.push_back(right.column(c));
+  while (next_made < made.size()) columns.push_back(made[next_made++]);
+  return Batch(schema, left.num_rows(), std::move(columns), std::move(memory));
+}
+
+// Both inputs' time columns have one type, so their times compare as stored integers.
+void check_time_types(const Schema& left, const Schema& right, const std::string& time, const std::string& op) {
+  const std::optional<size_t> l = left.find(time), r = right.find(time);
+  if (l && r && !(left.fields[*l].type == right.fields[*r].type)) {
+    throw Error(ErrorKind::kSchemaMismatch, op + "'s inputs have time columns of different types: " +
+                                                left.fields[*l].type.to_string() + " on the left, " +
+                                                right.fields[*r].type.to_string() + " on the right");
+  }
+}
+
+// ---- interval join -----------------------------------------------------------------------------
+
+class IntervalJoin final : public MultiInputOperator {
+ public:
+  IntervalJoin(std::shared_ptr<const Schema> left, std::shared_ptr<const Schema> right, const std::string& time,
+               std::vector<std::string> on, int64_t lo, int64_t hi, JoinHow how)
+      : left_(std::move(left)),
+        right_(std::move(right)),
+        on_(std::move(on)),
+        lo_(lo),
+        hi_(hi),
+        how_(how),
+        merged_({"the join's left input", "the join's right input"}, time, {left_, right_}),
+        keys_(*left_, *right_, on_, "join") {
+    check_time_types(*left_, *right_, time, "join");
+    if (lo_ > hi_) {
+      throw Error(ErrorKind::kInvalidInput, "join's within=(lo, hi) needs lo <= hi, got (" + std::to_string(lo_) +
+                                                ", " + std::to_string(hi_) + ")");
+    }
+    time_ = *left_->find(time);
+    const DataType time_type = left_->fields[time_].type;
+    output_ = join_schema(*left_, *right_, keys_.columns(1), how_ == JoinHow::kLeft,
+                          {{time + "_left", time_type, false}}, "join", right_columns_);
+    null_right_ = null_row(right_columns_.payload);
+  }
+
+  std::string name() const override { return "join"; }
+  std::string describe() const override {
+    return std::string(how_ == JoinHow::kLeft ? "left" : "inner") + " interval join on " + quoted(on_) +
+           " where " + std::to_string(lo_) + " <= right time - left time <= " + std::to_string(hi_);
+  }
+  Selectivity selectivity() const override { return Selectivity::kAny; }
+  const std::shared_ptr<const Schema>& output_schema() const override { return output_; }
+  size_t ports() const override { return 2; }
+  const std::shared_ptr<const Schema>& port_schema(size_t port) const override { return port == 0 ? left_ : right_; }
+  int64_t output_bound() const override { return merged_.frontier(); }
+
+  Batch push(size_t port, const Batch& in, int64_t bound) override {
+    uint64_t tag = 0;
+    if (in.num_rows() > 0) {
+      tag = port == 0 ? left_store_.add(in) : right_store_.add(project(in, right_columns_.columns, right_columns_.payload));
+    }
+    merged_.push(port, in, bound, tag);
+    while (std::optional<MergedPorts::Run> run = merged_.next()) {
+      const Batch keys = keys_.view(run->port, *run->batch);
+      for (int64_t i = 0; i < run->length; ++i) {
+        const int64_t t = run->times[i];
+        expire(t);
+        const Ref ref{run->tag, run->start + i};
+        const std::optional<uint32_t> key = keys_.id(keys, run->start + i);
+        if (run->port == 0) {
+          take_left(t, key, ref);
+        } else {
+          take_right(t, key, ref);
+        }
+      }
+      merged_.consume(*run, run->length);
+      if (run->last) (run->port == 0 ? left_store_ : right_store_).release(run->tag);
+    }
+    expire(merged_.frontier());
+    Batch out = emit();
+    left_store_.trim();
+    right_store_.trim();
+    return out;
+  }
+
+ private:
+  struct Left {
+    int64_t time;
+    Ref ref;
+    bool matched;
+  };
+  struct Right {
+    int64_t time;
+    Ref ref;
+  };
+  struct Out {
+    Ref left;
+    std::optional<Ref> right;
+    int64_t time;
+    int64_t left_time;
+  };
+
+  static std::string quoted(const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+    return out;
+  }
+
+  // A left tuple: pairs with the earlier right tuples of its key (right time in [t + lo, t + hi],
+  // all before t: a right tuple of time t sorts after it), in right order; kept while later right
+  // tuples may match (hi >= 0), or, unmatched with how = left, emitted now (hi < 0).
+  void take_left(int64_t t, std::optional<uint32_t> key, Ref ref) {
+    bool matched = false;
+    if (key) {
+      std::deque<uint64_t>& mine = by_key(right_by_key_, *key);
+      const int64_t from = add_clamped(t, lo_), to = add_clamped(t, hi_);
+      // Right tuples before t + lo match neither this left tuple nor any later one.
+      while (!mine.empty() && (mine.front() < right_base_ || rights_[mine.front() - right_base_].time < from)) {
+        mine.pop_front();
+      }
+      for (uint64_t seq : mine) {
+        const Right& r = rights_[seq - right_base_];
+        if (r.time > to) break;
+        out_.push_back({ref, r.ref, t, t});
+        matched = true;
+      }
+    }
+    if (hi_ >= 0) {
+      if (key) by_key(left_by_key_, *key).push_back(left_base_ + lefts_.size());
+      if (key || how_ == JoinHow::kLeft) {
+        lefts_.push_back({t, ref, matched});
+        left_store_.hold(ref.batch);
+      }
+    } else if (how_ == JoinHow::kLeft && !matched) {
+      out_.push_back({ref, std::nullopt, t, t});
+    }
+  }
+
+  // A right tuple: pairs with the earlier left tuples of its key (left time in [t - hi, t - lo],
+  // at most t), in left order; kept while later left tuples may match (lo < 0).
+  void take_right(int64_t t, std::optional<uint32_t> key, Ref ref) {
+    if (!key) return;
+    std::deque<uint64_t>& mine = by_key(left_by_key_, *key);
+    const int64_t from = add_clamped(t, -hi_), to = add_clamped(t, -lo_);
+    while (!mine.empty() && (mine.front() < left_base_ || lefts_[mine.front() - left_base_].time < from)) {
+      mine.pop_front();
+    }
+    for (uint64_t seq : mine) {
+      Left& l = lefts_[seq - left_base_];
+      if (l.time > to) break;
+      out_.push_back({l.ref, ref, t, l.time});
+      l.matched = true;
+    }
+    if (lo_ < 0) {
+      by_key(right_by_key_, *key).push_back(right_base_ + rights_.size());
+      rights_.push_back({t, ref});
+      right_store_.hold(ref.batch);
+    }
+  }
+
+  // Everything still to come has time >= `now`: left tuples whose last chance (time + hi) is
+  // before it leave the state (unmatched ones are emitted with how = left, in left order), and
+  // right tuples whose last chance (time - lo) is before it.
+  void expire(int64_t now) {
+    while (!lefts_.empty() && add_clamped(lefts_.front().time, hi_) < now) {
+      const Left& l = lefts_.front();
+      if (!l.matched && how_ == JoinHow::kLeft) out_.push_back({l.ref, std::nullopt, add_clamped(l.time, std::max<int64_t>(hi_, 0)), l.time});
+      left_store_.release(l.ref.batch);
+      lefts_.pop_front();
+      ++left_base_;
+    }
+    while (!rights_.empty() && add_clamped(rights_.front().time, -lo_) < now) {
+      right_store_.release(rights_.front().ref.batch);
+      rights_.pop_front();
+      ++right_base_;
+    }
+  }
+
+  static std::deque<uint64_t>& by_key(std::vector<std::deque<uint64_t>>& table, uint32_t key) {
+    if (key >= table.size()) table.resize(static_cast<size_t>(key) + 1);
+    return table[key];
+  }
+
+  Batch emit() {
+    if (out_.empty()) return empty_batch(output_);
+    std::vector<std::optional<Ref>> lefts, rights;
+    lefts.reserve(out_.size());
+    rights.reserve(out_.size());
+    std::vector<ColumnBuilder> built = builders_of({left_->fields[time_].type, left_->fields[time_].type});
+    built[0].reserve(static_cast<int64_t>(out_.size()));
+    built[1].reserve(static_cast<int64_t>(out_.size()));
+    for (const Out& o : out_) {
+      lefts.push_back(o.left);
+      rights.push_back(o.right);
+      built[0].append_fixed(&o.time);  // little-endian: an int32 column takes the low bytes
+      built[1].append_fixed(&o.left_time);
+    }
+    out_.clear();
+    const Batch l = gather_refs(left_, left_store_, lefts, Batch());
+    const Batch r = gather_refs(right_columns_.payload, right_store_, rights, null_right_);
+    return combine(output_, l, time_, r, built);
+  }
+
+  std::shared_ptr<const Schema> left_, right_, output_;
+  std::vector<std::string> on_;
+  int64_t lo_, hi_;
+  JoinHow how_;
+  size_t time_ = 0;
+  MergedPorts merged_;
+  JoinKeys keys_;
+  RightColumns right_columns_;
+  Batch null_right_;
+  BatchStore left_store_, right_store_;
+  std::deque<Left> lefts_;
+  uint64_t left_base_ = 0;  // sequence number of lefts_[0]
+  std::deque<Right> rights_;
+  uint64_t right_base_ = 0;
+  // Per key id, the sequence numbers of its kept tuples, in order (entries below the base are gone).
+  std::vector<std::deque<uint64_t>> left_by_key_, right_by_key_;
+  std::vector<Out> out_;
+};
+
+// ---- as-of join --------------------------------------------------------------------------------
+
+class AsofJoin final : public MultiInputOperator {
+ public:
+  AsofJoin(std::shared_ptr<const Schema> left, std::shared_ptr<const Schema> right, const std::string& time,
+           std::vector<std::string> by, std::optional<int64_t> tolerance)
+      : left_(std::move(left)),
+        right_(std::move(right)),
+        by_(std::move(by)),
+        tolerance_(tolerance),
+        // Ties: a right tuple of the left tuple's time is taken first (equal times count).
+        merged_({"the as-of join's left input", "the as-of join's right input"}, time, {left_, right_}, {1, 0}),
+        keys_(*left_, *right_, by_, "join_asof") {
+    check_time_types(*left_, *right_, time, "join_asof");
+    if (tolerance_ && *tolerance_ < 0) {
+      throw Error(ErrorKind::kInvalidInput, "join_asof's tolerance must be >= 0, got " + std::to_string(*tolerance_));
+    }
+    output_ = join_schema(*left_, *right_, keys_.columns(1), true, {}, "join_asof", right_columns_);
+    null_right_ = null_row(right_columns_.payload);
+    right_time_ = *right_->find(time);
+  }
+
+  std::string name() const override { return "join_asof"; }
+  std::string describe() const override {
+    std::string d = "each row with the latest right row of its key at or before its time";
+    if (tolerance_) d += ", at most " + std::to_string(*tolerance_) + " earlier";
+    return d;
+  }
+  Selectivity selectivity() const override { return Selectivity::kExactlyOne; }
+  const std::shared_ptr<const Schema>& output_schema() const override { return output_; }
+  size_t ports() const override { return 2; }
+  const std::shared_ptr<const Schema>& port_schema(size_t port) const override { return port == 0 ? left_ : right_; }
+  int64_t output_bound() const override { return merged_.frontier(); }
+
+  Batch push(size_t port, const Batch& in, int64_t bound) override {
+    uint64_t tag = 0;
+    if (in.num_rows() > 0) {
+      tag = port == 0 ? left_store_.add(in) : right_store_.add(project(in, right_columns_.columns, right_columns_.payload));
+    }
+    merged_.push(port, in, bound, tag);
+    std::vector<std::optional<Ref>> lefts, rights;
+    while (std::optional<MergedPorts::Run> run = merged_.next()) {
+      const Batch keys = keys_.view(run->port, *run->batch);
+      for (int64_t i = 0; i < run->length; ++i) {
+        const int64_t row = run->start + i;
+        const std::optional<uint32_t> key = keys_.id(keys, row);
+        if (run->port == 1) {
+          if (!key) continue;
+          if (*key >= latest_.size()) latest_.resize(static_cast<size_t>(*key) + 1);
+          std::optional<Latest>& slot = latest_[*key];
+          if (slot) right_store_.release(slot->ref.batch);
+          slot = Latest{run->times[i], {run->tag, row}};
+          right_store_.hold(run->tag);
+          continue;
+        }
+        lefts.push_back(Ref{run->tag, row});
+        std::optional<Ref> match;
+        if (key && *key < latest_.size() && latest_[*key]) {
+          const Latest& r = *latest_[*key];
+          if (!tolerance_ || run->times[i] - r.time <= *tolerance_) match = r.ref;
+        }
+        rights.push_back(match);
+      }
+      merged_.consume(*run, run->length);
+      if (run->last) (run->port == 0 ? left_store_ : right_store_).release(run->tag);
+    }
+    Batch out = empty_batch(output_);
+    if (!lefts.empty()) {
+      std::vector<ColumnBuilder> none;
+      out = combine(output_, gather_refs(left_, left_store_, lefts, Batch()), std::nullopt,
+                    gather_refs(right_columns_.payload, right_store_, rights, null_right_), none);
+    }
+    left_store_.trim();
+    right_store_.trim();
+    return out;
+  }
+
+ private:
+  struct Latest {
+    int64_t time;
+    Ref ref;
+  };
+
+  std::shared_ptr<const Schema> left_, right_, output_;
+  std::vector<std::string> by_;
+  std::optional<int64_t> tolerance_;
+  MergedPorts merged_;
+  JoinKeys keys_;
+  RightColumns right_columns_;
+  Batch null_right_;
+  size_t right_time_ = 0;
+  BatchStore left_store_, right_store_;
+  std::vector<std::optional<Latest>> latest_;  // by key id: the latest right tuple
+};
+
+// ---- lookup join -------------------------------------------------------------------------------
+
+class LookupJoin final : public Operator {
+ public:
+  LookupJoin(std::shared_ptr<const Schema> left, std::shared_ptr<const Schema> right, std::vector<Batch> table,
+             std::vector<std::string> by)
+      : left_(std::move(left)), right_(std::move(right)), by_(std::move(by)), keys_(*left_, *right_, by_, "join_asof") {
+    output_ = join_schema(*left_, *right_, keys_.columns(1), true, {}, "join_asof", right_columns_);
+    null_right_ = null_row(right_columns_.payload);
+    for (const Batch& b : table) {
+      if (auto diff = schema_difference(*right_, *b.schema())) {
+        throw Error(ErrorKind::kSchemaMismatch, "join_asof's right table changes schema: " + *diff);
+      }
+      const uint64_t id = store_.add(project(b, right_columns_.columns, right_columns_.payload));
+      const Batch keys = keys_.view(1, b);
+      for (int64_t r = 0; r < b.num_rows(); ++r) {
+        const std::optional<uint32_t> key = keys_.id(keys, r);
+        if (!key) continue;
+        if (*key >= row_of_.size()) row_of_.resize(static_cast<size_t>(*key) + 1);
+        row_of_[*key] = Ref{id, r};  // the last row of a key wins
+      }
+    }
+  }
+
+  std::string name() const override { return "join_asof"; }
+  std::string describe() const override { return "each row with the right table's last row of its key"; }
+  OpKind kind() const override { return OpKind::kStateless; }
+  Selectivity selectivity() const override { return Selectivity::kExactlyOne; }
+  bool preserves_time(const std::string&) const override { return true; }
+  const std::shared_ptr<const Schema>& input_schema() const override { return left_; }
+  const std::shared_ptr<const Schema>& output_schema() const override { return output_; }
+
+  // Thread-safe: reads only the table and the key ids built with it (KeyTable::find).
+  Batch process(const Batch& in) override {
+    const Batch keys = keys_.view(0, in);
+    std::vector<std::optional<Ref>> rights;
+    rights.reserve(static_cast<size_t>(in.num_rows()));
+    for (int64_t r = 0; r < in.num_rows(); ++r) {
+      const std::optional<uint32_t> key = keys_.find(keys, r);
+      rights.push_back(key && *key < row_of_.size() ? row_of_[*key] : std::nullopt);
+    }
+    std::vector<ColumnBuilder> none;
+    return combine(output_, in, std::nullopt, gather_refs(right_columns_.payload, store_, rights, null_right_), none);
+  }
+
+ private:
+  std::shared_ptr<const Schema> left_, right_, output_;
+  std::vector<std::string> by_;
+  JoinKeys keys_;
+  RightColumns right_columns_;
+  Batch null_right_;
+  BatchStore store_;
+  std::vector<std::optional<Ref>> row_of_;
+};
+
+}  // namespace
+
+std::shared_ptr<MultiInputOperator> make_interval_join(std::shared_ptr<const Schema> left,
+                                                       std::shared_ptr<const Schema> right, const std::string& time,
+                                                       std::vector<std::string> on, int64_t lo, int64_t hi,
+                                                       JoinHow how) {
+  return std::make_shared<IntervalJoin>(std::move(left), std::move(right), time, std::move(on), lo, hi, how);
+}
+
+std::shared_ptr<MultiInputOperator> make_asof_join(std::shared_ptr<const Schema> left,
+                                                   std::shared_ptr<const Schema> right, const std::string& time,
+                                                   std::vector<std::string> by, std::optional<int64_t> tolerance) {
+  return std::make_shared<AsofJoin>(std::move(left), std::move(right), time, std::move(by), tolerance);
+}
+
+OperatorPtr make_lookup_join(std::shared_ptr<const Schema> left, std::shared_ptr<const Schema> right,
+                             std::vector<Batch> table, const std::string& time, std::vector<std::string> by) {
+  (void)time;  // a static table has no order to merge with; its time column, if any, is a column
+  return std::make_shared<LookupJoin>(std::move(left), std::move(right), std::move(table), std::move(by));
+}
+
+}  // namespace pao::ops

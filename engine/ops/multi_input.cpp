@@ -1,0 +1,190 @@
+#include "ops/multi_input.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/builder.h"
+#include "core/gather.h"
+#include "gate/times.h"
+
+namespace pao::ops {
+
+MergedPorts::MergedPorts(const std::vector<std::string>& labels, const std::string& time,
+                         const std::vector<std::shared_ptr<const Schema>>& schemas, std::vector<uint32_t> order)
+    : rank_(std::move(order)), ports_(schemas.size()) {
+  if (rank_.empty()) {
+    for (size_t p = 0; p < schemas.size(); ++p) rank_.push_back(static_cast<uint32_t>(p));
+  }
+  for (size_t p = 0; p < schemas.size(); ++p) {
+    const std::optional<size_t> t = schemas[p]->find(time);
+    if (!t) {
+      throw Error(ErrorKind::kInvalidInput, labels[p] + " has no time column '" + time + "'; its columns are: " +
+                                                schemas[p]->to_string());
+    }
+    const DataType& type = schemas[p]->fields[*t].type;
+    if (!type.is_temporal_key()) {
+      throw Error(ErrorKind::kInvalidInput, "the time column '" + time + "' of " + labels[p] + " has type " +
+                                                type.to_string() + "; expected a timestamp, date32, int32 or int64 column");
+    }
+    times_.emplace_back(static_cast<uint32_t>(p), labels[p], time, *t, type);
+  }
+}
+
+void MergedPorts::push(size_t port, const Batch& in, int64_t bound, uint64_t tag) {
+  Port& p = ports_[port];
+  if (p.ended) {
+    // The end may be told twice (a producer's last pulse says INT64_MAX, then its close); rows may not.
+    if (in.num_rows() == 0) return;
+    throw Error(ErrorKind::kUsage, "rows after the end of a stream (a bug in the runtime)");
+  }
+  const int64_t n = in.num_rows();
+  if (n > 0) {
+    const int64_t* t = times_[port].read(in);  // validates: no nulls, sorted, not below the bound
+    Queued q;
+    q.batch = in;
+    q.times.assign(t, t + n);
+    q.position = p.rows;
+    q.tag = tag;
+    p.last = t[n - 1];
+    p.rows += n;
+    p.bound = std::max(p.bound, p.last);
+    p.queue.push_back(std::move(q));
+  }
+  if (bound == INT64_MAX) {
+    p.ended = true;
+  } else if (bound > p.bound) {
+    times_[port].heartbeat(bound);  // later rows below it are refused, as for a heartbeat
+    p.bound = bound;
+  }
+}
+
+std::optional<MergedPorts::Key> MergedPorts::least(size_t p) const {
+  const Port& port = ports_[p];
+  if (!port.queue.empty()) {
+    const Queued& q = port.queue.front();
+    return Key{q.times[static_cast<size_t>(q.next)], rank_[p]};
+  }
+  if (port.ended) return std::nullopt;
+  return Key{port.bound, rank_[p]};
+}
+
+std::optional<MergedPorts::Run> MergedPorts::next(int64_t max_rows) {
+  // The candidate: the least head among ports that have queued rows.
+  std::optional<size_t> best;
+  for (size_t p = 0; p < ports_.size(); ++p) {
+    if (ports_[p].queue.empty()) continue;
+    const Key k = *least(p);
+    if (!best) {
+      best = p;
+      continue;
+    }
+    const Key b = *least(*best);
+    if (k.time < b.time || (k.time == b.time && k.rank < b.rank)) best = p;
+  }
+  if (!best) return std::nullopt;
+  // The least key any other port may still deliver: its head, or what its bound allows.
+  std::optional<Key> other;
+  for (size_t p = 0; p < ports_.size(); ++p) {
+    if (p == *best) continue;
+    const std::optional<Key> k = least(p);
+    if (k && (!other || k->time < other->time || (k->time == other->time && k->rank < other->rank))) other = k;
+  }
+  const Queued& q = ports_[*best].queue.front();
+  const uint32_t rank = rank_[*best];
+  const int64_t* t = q.times.data();
+  const int64_t begin = q.next;
+  const int64_t end = q.batch.num_rows();
+  int64_t stop = end;
+  if (other) {
+    // Rows sorting before `other`: time below it, or equal time and a lower rank. Times are sorted.
+    const int64_t* first = t + begin;
+    const int64_t* last = t + end;
+    stop = (rank < other->rank ? std::upper_bound(first, last, other->time) : std::lower_bound(first, last, other->time)) - t;
+  }
+  const int64_t length = std::min(stop - begin, max_rows);
+  if (length <= 0) return std::nullopt;
+  return Run{*best, &q.batch, begin, length, t + begin, q.position + begin, q.tag, begin + length == end};
+}
+
+void MergedPorts::consume(const Run& run, int64_t rows) {
+  Port& p = ports_[run.port];
+  Queued& q = p.queue.front();
+  q.next += rows;
+  if (q.next == q.batch.num_rows()) p.queue.pop_front();
+}
+
+int64_t MergedPorts::frontier() const {
+  int64_t f = INT64_MAX;
+  for (size_t p = 0; p < ports_.size(); ++p) {
+    if (const std::optional<Key> k = least(p)) f = std::min(f, k->time);
+  }
+  return f;
+}
+
+bool MergedPorts::done() const {
+  for (const Port& p : ports_) {
+    if (!p.ended || !p.queue.empty()) return false;
+  }
+  return true;
+}
+
+namespace {
+
+class Union final : public MultiInputOperator {
+ public:
+  Union(const std::vector<std::shared_ptr<const Schema>>& schemas, const std::string& time)
+      : schemas_(schemas), merged_(labels(schemas.size()), time, schemas) {
+    output_ = gate::check_input_schemas(schemas_, time).schema;
+  }
+
+  std::string name() const override { return "union"; }
+  std::string describe() const override {
+    return "the rows of " + std::to_string(schemas_.size()) + " streams in the merged order (time, input, position)";
+  }
+  Selectivity selectivity() const override { return Selectivity::kExactlyOne; }
+  const std::shared_ptr<const Schema>& output_schema() const override { return output_; }
+  size_t ports() const override { return schemas_.size(); }
+  const std::shared_ptr<const Schema>& port_schema(size_t port) const override { return schemas_[port]; }
+  int64_t output_bound() const override { return merged_.frontier(); }
+
+  Batch push(size_t port, const Batch& in, int64_t bound) override {
+    merged_.push(port, in, bound);
+    std::vector<Batch> sources;
+    std::vector<Segment> segments;
+    const Batch* last = nullptr;
+    while (std::optional<MergedPorts::Run> run = merged_.next()) {
+      // Consecutive runs of one queued batch share a source (no push happens while draining, so
+      // a queued batch's address names it).
+      if (sources.empty() || last != run->batch) sources.push_back(*run->batch);
+      last = run->batch;
+      segments.push_back({static_cast<uint32_t>(sources.size() - 1), run->start, run->length});
+      merged_.consume(*run, run->length);
+    }
+    if (segments.empty()) return empty_batch(output_);
+    if (segments.size() == 1) {
+      // One run of one input: a zero-copy slice.
+      return sources[0].slice(segments[0].start, segments[0].length).with_schema(output_);
+    }
+    return gather(output_, sources, segments);
+  }
+
+ private:
+  static std::vector<std::string> labels(size_t n) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < n; ++i) out.push_back("union's input " + std::to_string(i));
+    return out;
+  }
+  std::vector<std::shared_ptr<const Schema>> schemas_;
+  std::shared_ptr<const Schema> output_;
+  MergedPorts merged_;
+};
+
+}  // namespace
+
+std::shared_ptr<MultiInputOperator> make_union(const std::vector<std::shared_ptr<const Schema>>& schemas,
+                                               const std::string& time) {
+  if (schemas.empty()) throw Error(ErrorKind::kInvalidInput, "union needs at least one input");
+  return std::make_shared<Union>(schemas, time);
+}
+
+}  // namespace pao::ops

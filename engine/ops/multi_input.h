@@ -1,0 +1,119 @@
+#pragma once
+// Operators over several streams: union, the interval join and the as-of join. Their result is a
+// function of the streams' merged order, (time, port, position in the port's stream), where a
+// port is one input stream. The runtime feeds each port in its stream's order, morsel by morsel,
+// and with each morsel the stream's bound: the least time its future tuples may have (INT64_MAX
+// once it has ended). A morsel may be empty: then it is only the bound, the "pulse" of the
+// auto-parallelization paper (section 4.3.3), which tells a merger that a stream whose operators
+// dropped everything has moved on, so nothing waits for tuples that will never come.
+//
+// A tuple is taken in the merged order only once it is ready: every other port has a tuple that
+// sorts after it, or promises by its bound that nothing sorting before it can come. Which tuples
+// are ready, and so the output, does not depend on the order in which the runtime feeds the ports,
+// so these operators are stateful (one worker at a time) but need no order across ports.
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/batch.h"
+#include "gate/times.h"
+#include "ops/operator.h"
+
+namespace pao::ops {
+
+class MultiInputOperator : public Operator {
+ public:
+  OpKind kind() const override { return OpKind::kStateful; }
+  // input_schema() is port 0's.
+  const std::shared_ptr<const Schema>& input_schema() const override { return port_schema(0); }
+
+  virtual size_t ports() const = 0;
+  virtual const std::shared_ptr<const Schema>& port_schema(size_t port) const = 0;
+  // `in` (possibly empty) from `port`'s stream, after which that stream sends no time below
+  // `bound` (INT64_MAX: it has ended). Returns the rows now ready, in output order.
+  virtual Batch push(size_t port, const Batch& in, int64_t bound) = 0;
+  // Every row this operator may still output has time >= output_bound(): what its consumers may
+  // be promised after the last push (INT64_MAX once everything has left).
+  virtual int64_t output_bound() const = 0;
+  bool preserves_time(const std::string&) const override { return true; }
+  // Single-port use (process() of the one-input form) is not how these run.
+  Batch process(const Batch& in) override { return push(0, in, INT64_MIN); }
+};
+
+// The ports' queued tuples and promises, and the merged order over them: what union and the joins
+// share. Validates each port's times as they arrive (non-null, non-decreasing, not below the
+// port's earlier bound), naming the operator, the port's role and the row.
+class MergedPorts {
+ public:
+  // `labels` name the ports in errors ("union's input 1", "the join's left input"); each port's
+  // schema has the time column `time` (of a time type: kInvalidInput otherwise). `order` gives
+  // each port's rank in the merged order's ties (port i ranks order[i]); empty: the port index.
+  MergedPorts(const std::vector<std::string>& labels, const std::string& time,
+              const std::vector<std::shared_ptr<const Schema>>& schemas, std::vector<uint32_t> order = {});
+
+  // `tag` comes back with every run of `in`'s rows (a join's id for the batch).
+  void push(size_t port, const Batch& in, int64_t bound, uint64_t tag = 0);
+
+  // The next run of ready rows: rows [start, start + length) of `batch`, all of port `port`,
+  // consecutive in the merged order. `times` points at their times.
+  struct Run {
+    size_t port = 0;
+    const Batch* batch = nullptr;
+    int64_t start = 0;
+    int64_t length = 0;
+    const int64_t* times = nullptr;
+    int64_t position = 0;  // the first row's position in its port's stream
+    uint64_t tag = 0;      // push()'s tag for the batch
+    bool last = false;     // the run ends the batch: after consume(run, length) it is gone
+  };
+  // The next ready run, at most `max_rows` long, or nullopt when nothing is ready. The run stays
+  // valid until the next call of next() or consume().
+  std::optional<Run> next(int64_t max_rows = INT64_MAX);
+  // Takes the first `rows` rows of the run next() returned.
+  void consume(const Run& run, int64_t rows);
+
+  // Every tuple still to be taken (queued or to come) has time >= frontier(); INT64_MAX once
+  // every port has ended and every tuple was taken.
+  int64_t frontier() const;
+  bool done() const;
+
+ private:
+  struct Queued {
+    Batch batch;
+    std::vector<int64_t> times;
+    int64_t next = 0;      // first row not yet taken
+    int64_t position = 0;  // the stream position of row 0
+    uint64_t tag = 0;
+  };
+  struct Port {
+    std::deque<Queued> queue;
+    int64_t bound = INT64_MIN;  // no time below this may still come
+    int64_t rows = 0;           // rows received (positions)
+    int64_t last = INT64_MIN;   // time of the last row received
+    bool ended = false;
+  };
+  // The smallest merged-order key a tuple of port p may have next: its head, or what its bound
+  // allows; nullopt when it has ended and is empty.
+  struct Key {
+    int64_t time;
+    uint32_t rank;
+  };
+  std::optional<Key> least(size_t p) const;
+
+  std::vector<uint32_t> rank_;
+  std::vector<Port> ports_;
+  std::vector<gate::InputTimes> times_;
+};
+
+// union(inputs): every row of every input, in the merged order (time, input index, position).
+// The inputs must have `schemas[0]`'s names and types (nullability aside; the output is nullable
+// wherever any input is) and each the time column `time`, sorted by time. Runs of rows from one
+// input leave as zero-copy slices when they fill a whole output batch; interleaved rows are
+// gathered, at most `batch_rows` per batch.
+std::shared_ptr<MultiInputOperator> make_union(const std::vector<std::shared_ptr<const Schema>>& schemas,
+                                               const std::string& time);
+
+}  // namespace pao::ops
