@@ -16,7 +16,7 @@ from pyarrow_ops.experiment import Experiment
 from pyarrow_ops.expr import Expr, col, lit
 from pyarrow_ops.io import Result
 from pyarrow_ops.merge import merge
-from pyarrow_ops.pipeline import GraphResult, LiveInput, Pipeline, PipelineResult, Step, run, union
+from pyarrow_ops.pipeline import GraphResult, LiveInput, Pipeline, PipelineResult, Step, explain, plan, run, union
 from pyarrow_ops.windows import Window, sliding, tumbling
 
 __version__ = "0.1.0"
@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DESIGNS", "Agg", "AggregateResult", "Design", "Experiment", "Expr", "GraphResult", "LiveAggregate", "LiveInput",
     "Pipeline", "PipelineResult", "Result", "Step", "Window",
-    "aggregate", "col", "count", "first", "last", "lit", "live_aggregate", "max", "mean", "merge", "min", "run",
+    "aggregate", "col", "count", "explain", "first", "last", "lit", "live_aggregate", "max", "mean", "merge", "min",
+    "plan", "run",
     "sliding", "sum", "tumbling", "union", *errors.__all__,
 ]

@@ -356,25 +356,26 @@ class Pipeline:
         time_type = self._time_type(schema) if carry is None or self._time in schema.names else pa.int64()
         return _engine.plan(schema.__arrow_c_schema__(), self._time, self._specs(time_type), carry or "")
 
-    def explain(self) -> str:
-        """One line per operator: its kind, keys, selectivity class and maximum parallelism.
+    def explain(self, *, fuse: bool = True) -> str:
+        """The plan as text (see :func:`explain`): one line per operator (kind, keys, selectivity,
+        parallelism, inputs), then the parallel regions with their routing and ordering, the
+        fused chains and the shuffles.
 
         >>> import pyarrow as pa, pyarrow_ops as po
-        >>> print(po.Pipeline(pa.table({"t": [1], "u": [2]}), time="t").sessionize("u", gap=5).explain())
-        0 sessionize  partitioned by [u]  selectivity: exactly one  parallelism: partitions
+        >>> from pyarrow_ops import col
+        >>> print(po.Pipeline(pa.table({"t": [1], "u": [2]}), time="t").filter(col("u") > 0).sessionize("u", gap=5).explain())
+        source 0  t, u
+        0 filter  stateless  selectivity: at most one  parallelism: every worker  <- source 0
+        1 sessionize  partitioned by [u]  selectivity: exactly one  parallelism: partitions  <- 0
+        region 0: operators 0, 1  routing: hash by [u]  ordering: seqno and pulses
+        output result <- 1
         """
-        lines = []
-        for i, op in enumerate(self.plan()):
-            kind = op["kind"] + (f" by [{', '.join(op['keys'])}]" if op["keys"] else "")
-            par = {"stateful": "1", "partitioned": "partitions"}.get(op["kind"]) or (
-                str(op["max_parallelism"]) if op["max_parallelism"] else "every worker")
-            lines.append(f"{i} {op['name']}  {kind}  selectivity: {op['selectivity']}  parallelism: {par}")
-        return "\n".join(lines)
+        return explain({"result": self}, fuse=fuse)
 
     def run(self, threads: int | None = None, scheduler: Scheduler = "ct", reorder: Reorder = "nonblocking",
             partitioning: Partitioning = "hybrid", *, morsel: int | None = None, partitions: int | None = None,
             reorder_capacity: int | None = None, max_inflight: int | None = None, slice_us: int | None = None,
-            batch_size: int = 65536, experiment: Experiment = NO_EXPERIMENT) -> PipelineResult:
+            batch_size: int = 65536, fuse: bool = True, experiment: Experiment = NO_EXPERIMENT) -> PipelineResult:
         """Runs the pipeline; returns a :class:`PipelineResult` (read it once, like any Result).
 
         Every combination of the options gives the identical result; they change only speed.
@@ -390,11 +391,13 @@ class Pipeline:
             max_inflight: morsels alive at once before reading more input.
             slice_us: microseconds a worker stays on one operator before rescheduling.
             batch_size: rows per batch when several inputs are merged.
+            fuse: run adjacent stateless operators as one task (:meth:`explain` shows which);
+                False runs each on its own.
             experiment: for benchmarks: a :class:`pyarrow_ops.Experiment` (pacing); changes no
                 result.
         """
         options = _options(threads, scheduler, reorder, partitioning, morsel, partitions, reorder_capacity,
-                           max_inflight, slice_us, experiment)
+                           max_inflight, slice_us, experiment, fuse)
         self._last = _run_graph({"result": self}, options, batch_size)["result"]
         return self._last
 
@@ -429,7 +432,7 @@ class Pipeline:
 
 def _options(threads: int | None, scheduler: str, reorder: str, partitioning: str, morsel: int | None,
              partitions: int | None, reorder_capacity: int | None, max_inflight: int | None, slice_us: int | None,
-             experiment: Experiment) -> _engine.PipelineOptions:
+             experiment: Experiment, fuse: bool = True) -> _engine.PipelineOptions:
     """The run options, checked, as the engine's struct (Pipeline.run and run share them)."""
     for name, value, allowed in (("scheduler", scheduler, SCHEDULERS), ("reorder", reorder, REORDERS),
                                  ("partitioning", partitioning, PARTITIONINGS)):
@@ -446,7 +449,7 @@ def _options(threads: int | None, scheduler: str, reorder: str, partitioning: st
         threads=threads or 0, scheduler=_engine.Scheduler[scheduler], reorder=_engine.Reorder[reorder],
         partitioning=_engine.Partitioning[partitioning], partitions=partitions or 0, morsel_rows=morsel or 0,
         reorder_capacity=reorder_capacity or 0, max_inflight=max_inflight or 0, slice_us=slice_us or 0,
-        rate=float(experiment.rate))
+        rate=float(experiment.rate), fuse=bool(fuse))
     return options
 
 
@@ -645,28 +648,33 @@ class _Graph:
             node = self._add(("step", node, id(step)), "step", step, [node])
         return node
 
+    def specs(self, schemas: list[pa.Schema]) -> list[Any]:
+        """The nodes as the engine's specs, lengths in the time column's unit of their source."""
+        specs, time_types = [], []
+        for kind, payload, inputs in self.nodes:
+            if kind == "source":
+                schema = schemas[payload]
+                if self.time not in schema.names:
+                    raise _engine.InvalidInputError(
+                        f"time column '{self.time}' not found in input 0; its columns are: {', '.join(schema.names)}")
+                time_types.append(schema.field(self.time).type)
+                specs.append(_engine.GraphNode(_engine.SourceSpec(payload), []))
+                continue
+            time_type = time_types[inputs[0]]
+            time_types.append(time_type)
+            specs.append(_engine.GraphNode(_merge_spec(kind, payload, time_type) if kind != "step"
+                                           else _spec(payload, time_type), inputs))
+        return specs
+
     def run(self, options: _engine.PipelineOptions, batch_size: int) -> dict[str, PipelineResult]:
         groups: list[list[_engine.Stream]] = []
         try:
-            for index, inputs in enumerate(self.inputs):
+            for inputs in self.inputs:
                 for i, item in enumerate(inputs):
                     if isinstance(item, LiveInput):
                         item._label = f"live input {i}"
                 groups.append(as_streams(inputs))
-            specs, time_types = [], []
-            for kind, payload, inputs in self.nodes:
-                if kind == "source":
-                    schema = pa.schema(groups[payload][0])
-                    if self.time not in schema.names:
-                        raise _engine.InvalidInputError(
-                            f"time column '{self.time}' not found in input 0; its columns are: {', '.join(schema.names)}")
-                    time_types.append(schema.field(self.time).type)
-                    specs.append(_engine.GraphNode(_engine.SourceSpec(payload), []))
-                    continue
-                time_type = time_types[inputs[0]]
-                time_types.append(time_type)
-                specs.append(_engine.GraphNode(_merge_spec(kind, payload, time_type) if kind != "step"
-                                               else _spec(payload, time_type), inputs))
+            specs = self.specs([pa.schema(group[0]) for group in groups])
             natives, handle = _engine.run_graph(groups, self.time, specs, self.outputs, options, batch_size)
         finally:
             for group in groups:
@@ -742,7 +750,8 @@ class GraphResult(Mapping[str, PipelineResult]):
 def run(outputs: Mapping[str, Pipeline], threads: int | None = None, scheduler: Scheduler = "ct",
         reorder: Reorder = "nonblocking", partitioning: Partitioning = "hybrid", *, morsel: int | None = None,
         partitions: int | None = None, reorder_capacity: int | None = None, max_inflight: int | None = None,
-        slice_us: int | None = None, batch_size: int = 65536, experiment: Experiment = NO_EXPERIMENT) -> GraphResult:
+        slice_us: int | None = None, batch_size: int = 65536, fuse: bool = True,
+        experiment: Experiment = NO_EXPERIMENT) -> GraphResult:
     """Runs a graph of pipelines with several outputs, each named, in one run: a pipeline used by
     several others is computed once and feeds them all (fan-out), and every output equals what a
     sequential run gives. The options are :meth:`Pipeline.run`'s.
@@ -756,5 +765,73 @@ def run(outputs: Mapping[str, Pipeline], threads: int | None = None, scheduler: 
     ([0, 0, 0, 1], [3, 9])
     """
     options = _options(threads, scheduler, reorder, partitioning, morsel, partitions, reorder_capacity, max_inflight,
-                       slice_us, experiment)
+                       slice_us, experiment, fuse)
     return GraphResult(_run_graph(outputs, options, batch_size))
+
+
+def plan(outputs: Mapping[str, Pipeline], *, fuse: bool = True) -> dict[str, Any]:
+    """The plan the engine runs the graph of ``outputs`` by (runtime/planner.h), as data:
+
+    * ``nodes``: per graph node, ``{"source": i}`` or ``{"operator": n}``;
+    * ``operators``: per operator, its name, description, kind, selectivity, keys,
+      max_parallelism, output_schema, ``inputs`` (node indices), ``preserves_time``, and its
+      ``region`` and ``fused`` chain (indices, or None);
+    * ``regions``: parallel regions (``operators``, ``key``, ``routing``, ``ordering``);
+    * ``sequential``: operators outside every region (stateful, or of several inputs);
+    * ``fused``: chains of operators run as one task; ``shuffles``: ``from``/``to`` regions and
+      ``key``; ``outputs``: the node of each output, in order; ``names``: the outputs' names;
+      ``sources``: each source's schema.
+    """
+    graph = _Graph(outputs)
+    schemas = [_schema_of(inputs) for inputs in graph.inputs]
+    specs = graph.specs(schemas)
+    data = _engine.plan_graph([sch.__arrow_c_schema__() for sch in schemas], graph.time, specs, graph.outputs, fuse)
+    data["names"] = graph.names
+    data["sources"] = schemas
+    return data
+
+
+def explain(outputs: Mapping[str, Pipeline], *, fuse: bool = True) -> str:
+    """:func:`plan` as text: the sources, one line per operator (its inputs after ``<-``), then
+    the regions, fused chains, shuffles and outputs."""
+    data = plan(outputs, fuse=fuse)
+
+    def node(i: int) -> str:
+        n = data["nodes"][i]
+        return f"source {n['source']}" if "source" in n else str(n["operator"])
+
+    lines = [f"source {i}  {', '.join(s.names)}" for i, s in enumerate(data["sources"])]
+    for number, op in enumerate(data["operators"]):
+        kind = op["kind"] + (f" by [{', '.join(op['keys'])}]" if op["keys"] else "")
+        if len(op["inputs"]) > 1:
+            kind = f"{len(op['inputs'])} inputs"
+        par = {"stateful": "1", "partitioned": "partitions"}.get(op["kind"]) or (
+            str(op["max_parallelism"]) if op["max_parallelism"] else "every worker")
+        if len(op["inputs"]) > 1:
+            par = "1"
+        inputs = ", ".join(node(i) for i in op["inputs"])
+        lines.append(f"{number} {op['name']}  {kind}  selectivity: {op['selectivity']}  parallelism: {par}  <- {inputs}")
+    for r, region in enumerate(data["regions"]):
+        routing = f"hash by [{', '.join(region['key'])}]" if region["routing"] == "hash" else region["routing"]
+        ops = ", ".join(map(str, region["operators"]))
+        lines.append(f"region {r}: operators {ops}  routing: {routing}  ordering: {region['ordering']}")
+    for chain in data["fused"]:
+        names = "+".join(data["operators"][n]["name"] for n in chain)
+        lines.append(f"fused: {'+'.join(map(str, chain))} ({names})")
+    for sh in data["shuffles"]:
+        lines.append(f"shuffle: region {sh['from']} -> region {sh['to']} by [{', '.join(sh['key'])}]")
+    for name, out in zip(data["names"], data["outputs"]):
+        lines.append(f"output {name} <- {node(out)}")
+    return "\n".join(lines)
+
+
+def _schema_of(inputs: list[Any]) -> pa.Schema:
+    """The first input's schema, known without reading it."""
+    first = inputs[0]
+    if isinstance(first, (pa.Table, pa.RecordBatch, pa.RecordBatchReader, LiveInput)):
+        return first.schema
+    if hasattr(first, "__arrow_c_schema__"):
+        return pa.schema(first)
+    raise TypeError("a plan needs inputs whose schema is known without reading them (tables, readers, "
+                    f"live inputs), got {type(first).__name__}")
+

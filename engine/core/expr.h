@@ -118,6 +118,11 @@ class BoundExpr {
 // allow (naming the expression and the types).
 BoundExpr bind(const Expr& e, const Schema& schema);
 
+// Whether evaluate() may throw for some row's values: an integer // or % whose divisor is not a
+// non-zero literal, a cast from a float to an integer, or a cast from a string. Other
+// expressions fail only on a bug.
+bool may_fail(const BoundExpr& bound);
+
 // A computed column: `length` values of `type` in `column`, whose buffers `owner` keeps alive.
 struct Value {
   DataType type;

@@ -368,4 +368,33 @@ NodePtr bind_node(const Expr& e, const Schema& schema, const std::optional<DataT
 
 BoundExpr bind(const Expr& e, const Schema& schema) { return BoundExpr(bind_node(e, schema, std::nullopt)); }
 
+namespace {
+
+bool node_may_fail(const Node& n) {
+  for (const NodePtr& a : n.args) {
+    if (node_may_fail(*a)) return true;
+  }
+  switch (n.kind) {
+    case Node::Kind::kBinary: {
+      if (n.op != Op::kFloorDiv && n.op != Op::kMod) return false;
+      const DataType& t = n.args[0]->type;
+      if (!is_signed_integer(t.id) && !is_unsigned_integer(t.id)) return false;  // floats give inf / nan
+      const Node& divisor = *n.args[1];
+      return !(divisor.kind == Node::Kind::kLiteral && divisor.validity != 0 && divisor.fixed != 0);
+    }
+    case Node::Kind::kCast: {
+      const DataType& from = n.args[0]->type;
+      const bool to_integer = is_signed_integer(n.type.id) || is_unsigned_integer(n.type.id);
+      return (is_string(from.id) && !is_string(n.type.id)) ||
+             ((from.id == TypeId::kFloat32 || from.id == TypeId::kFloat64) && to_integer);
+    }
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+bool may_fail(const BoundExpr& bound) { return node_may_fail(*bound.root()); }
+
 }  // namespace pao

@@ -558,6 +558,8 @@ class LookupJoin final : public Operator {
   OpKind kind() const override { return OpKind::kStateless; }
   Selectivity selectivity() const override { return Selectivity::kExactlyOne; }
   bool preserves_time(const std::string&) const override { return true; }
+  bool passes_through(const std::string& column) const override { return left_->find(column).has_value(); }
+  bool may_fail() const override { return false; }
   const std::shared_ptr<const Schema>& input_schema() const override { return left_; }
   const std::shared_ptr<const Schema>& output_schema() const override { return output_; }
 

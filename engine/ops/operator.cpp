@@ -41,6 +41,8 @@ class Carry final : public Operator {
   std::vector<size_t> key_columns() const override { return inner_->key_columns(); }
   size_t max_parallelism() const override { return inner_->max_parallelism(); }
   bool preserves_time(const std::string& time) const override { return inner_->preserves_time(time); }
+  bool passes_through(const std::string& column) const override { return inner_->passes_through(column); }
+  bool may_fail() const override { return inner_->may_fail(); }
   const std::shared_ptr<const Schema>& input_schema() const override { return inner_->input_schema(); }
   const std::shared_ptr<const Schema>& output_schema() const override { return output_; }
   void set_partitions(size_t partitions) override { inner_->set_partitions(partitions); }

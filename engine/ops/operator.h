@@ -71,6 +71,16 @@ class Operator {
     (void)time;
     return false;
   }
+  // Whether process() may throw an error about one row's values (pao::Error with a row): such an
+  // operator starts a fused chain, where the row it names is the chain's own input row.
+  virtual bool may_fail() const { return true; }
+  // Whether the input column `column` reaches the output unchanged, under its name, in every
+  // output row (the auto-parallelization paper's forwarding, section 3.1): a region routed by a
+  // key needs every operator between its entry and a keyed operator to forward the key.
+  virtual bool passes_through(const std::string& column) const {
+    (void)column;
+    return false;
+  }
 
   virtual const std::shared_ptr<const Schema>& input_schema() const = 0;
   virtual const std::shared_ptr<const Schema>& output_schema() const = 0;

@@ -176,7 +176,9 @@ class UnkeyedParametric final : public Operator {
   OpKind kind() const override { return kind_; }
   Selectivity selectivity() const override { return body_.selectivity(); }
   // Its output rows are copies of input rows (plus p_state).
-  bool preserves_time(const std::string& time) const override { return body_.input()->find(time).has_value(); }
+  bool preserves_time(const std::string& time) const override { return passes_through(time); }
+  bool passes_through(const std::string& column) const override { return body_.input()->find(column).has_value(); }
+  bool may_fail() const override { return false; }
   const std::shared_ptr<const Schema>& input_schema() const override { return body_.input(); }
   const std::shared_ptr<const Schema>& output_schema() const override { return body_.output(); }
 

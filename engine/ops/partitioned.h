@@ -103,8 +103,9 @@ class PartitionedOperator : public Operator {
   // Every operator built on this emits online: nothing is held back for the end.
   Batch finish() override { return {}; }
   // Their output rows are input rows (plus columns), or for pairs carry the triggering row's time.
-  bool preserves_time(const std::string& time) const override {
-    return input_->find(time).has_value() && output_->find(time).has_value();
+  bool preserves_time(const std::string& time) const override { return passes_through(time); }
+  bool passes_through(const std::string& column) const override {
+    return input_->find(column).has_value() && output_->find(column).has_value();
   }
 
  protected:

@@ -23,6 +23,8 @@ class Filter final : public Operator {
   OpKind kind() const override { return OpKind::kStateless; }
   Selectivity selectivity() const override { return Selectivity::kAtMostOne; }
   bool preserves_time(const std::string&) const override { return true; }  // rows pass as they are
+  bool may_fail() const override { return pao::may_fail(predicate_); }
+  bool passes_through(const std::string& column) const override { return schema_->find(column).has_value(); }
   const std::shared_ptr<const Schema>& input_schema() const override { return schema_; }
   const std::shared_ptr<const Schema>& output_schema() const override { return schema_; }
 
@@ -65,9 +67,16 @@ class Project final : public Operator {
   const std::shared_ptr<const Schema>& input_schema() const override { return input_; }
   const std::shared_ptr<const Schema>& output_schema() const override { return output_; }
   // The time column passes on as it is: an output column of that name that is the input's.
-  bool preserves_time(const std::string& time) const override {
-    const std::optional<size_t> out = output_->find(time);
-    return out && columns_[*out].input && input_->fields[*columns_[*out].input].name == time;
+  bool preserves_time(const std::string& time) const override { return passes_through(time); }
+  bool may_fail() const override {
+    for (const OutputColumn& c : columns_) {
+      if (c.expr && pao::may_fail(*c.expr)) return true;
+    }
+    return false;
+  }
+  bool passes_through(const std::string& column) const override {
+    const std::optional<size_t> out = output_->find(column);
+    return out && columns_[*out].input && input_->fields[*columns_[*out].input].name == column;
   }
 
   Batch process(const Batch& in) override {

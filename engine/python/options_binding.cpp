@@ -100,7 +100,7 @@ void bind_options(nb::module_& m) {
           "__init__",
           [](runtime::PipelineOptions* self, size_t threads, runtime::Heuristic scheduler, sync::ReorderScheme reorder,
              sync::Partitioning partitioning, size_t partitions, int64_t morsel_rows, size_t reorder_capacity,
-             size_t max_inflight, int64_t slice_us, double rate) {
+             size_t max_inflight, int64_t slice_us, double rate, bool fuse) {
             new (self) runtime::PipelineOptions();
             self->threads = threads;
             self->scheduler = scheduler;
@@ -112,10 +112,11 @@ void bind_options(nb::module_& m) {
             self->max_inflight = max_inflight;
             if (slice_us > 0) self->slice = std::chrono::microseconds(slice_us);
             self->rate = rate;
+            self->fuse = fuse;
           },
           "threads"_a = 0, "scheduler"_a = runtime::Heuristic::kCT, "reorder"_a = sync::ReorderScheme::kNonBlocking,
           "partitioning"_a = sync::Partitioning::kHybrid, "partitions"_a = 0, "morsel_rows"_a = 0,
-          "reorder_capacity"_a = 0, "max_inflight"_a = 0, "slice_us"_a = 0, "rate"_a = 0.0)
+          "reorder_capacity"_a = 0, "max_inflight"_a = 0, "slice_us"_a = 0, "rate"_a = 0.0, "fuse"_a = true)
       .def_rw("threads", &runtime::PipelineOptions::threads)
       .def_rw("scheduler", &runtime::PipelineOptions::scheduler)
       .def_rw("reorder", &runtime::PipelineOptions::reorder)
@@ -124,7 +125,8 @@ void bind_options(nb::module_& m) {
       .def_rw("morsel_rows", &runtime::PipelineOptions::morsel_rows)
       .def_rw("reorder_capacity", &runtime::PipelineOptions::reorder_capacity)
       .def_rw("max_inflight", &runtime::PipelineOptions::max_inflight)
-      .def_rw("rate", &runtime::PipelineOptions::rate);
+      .def_rw("rate", &runtime::PipelineOptions::rate)
+      .def_rw("fuse", &runtime::PipelineOptions::fuse);
 }
 
 }  // namespace pao::python

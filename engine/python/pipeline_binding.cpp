@@ -17,6 +17,7 @@
 #include "python/gil.h"
 #include "python/stream.h"
 #include "runtime/pipeline.h"
+#include "runtime/planner.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -60,6 +61,7 @@ class PyMapBatches final : public ops::Operator {
   ops::OpKind kind() const override { return ops::OpKind::kStateless; }
   ops::Selectivity selectivity() const override { return ops::Selectivity::kAny; }
   size_t max_parallelism() const override { return 1; }
+  bool may_fail() const override { return false; }  // its errors name no row (fn's reach the caller as raised)
   const std::shared_ptr<const Schema>& input_schema() const override { return input_; }
   const std::shared_ptr<const Schema>& output_schema() const override { return output_; }
   Batch process(const Batch& in) override {
@@ -173,9 +175,10 @@ const char* node_name(const NodeSpec& spec) {
 // The runtime's graph for `nodes` over `groups` (each source's streams, merged by (time, input,
 // position) into batches of up to batch_size rows). Operators are numbered in node order, sources
 // aside, as the runtime numbers them in errors. Needs the GIL (map_batches).
-runtime::Graph build_graph(std::vector<std::vector<Stream*>>& groups, const std::string& time,
-                           const std::vector<GraphNodeSpec>& nodes, const std::vector<size_t>& outputs,
-                           int64_t batch_size) {
+// `source(i)` makes source i's BatchSource.
+template <class MakeSource>
+runtime::Graph build_graph(MakeSource source, const std::string& time, const std::vector<GraphNodeSpec>& nodes,
+                           const std::vector<size_t>& outputs) {
   runtime::Graph g;
   g.time = time;
   g.outputs = outputs;
@@ -187,10 +190,7 @@ runtime::Graph build_graph(std::vector<std::vector<Stream*>>& groups, const std:
       if (in >= i) throw Error(ErrorKind::kUsage, "graph node " + std::to_string(i) + " reads a later node");
     }
     if (const auto* src = std::get_if<SourceSpec>(&node.spec)) {
-      if (src->index >= groups.size()) throw Error(ErrorKind::kUsage, "a graph node names a missing source");
-      std::vector<std::unique_ptr<BatchSource>> streams;
-      for (Stream* st : groups[src->index]) streams.push_back(st->take());
-      g.sources.push_back(gate::make_merge(std::move(streams), {time, batch_size}));
+      g.sources.push_back(source(src->index));
       schema.push_back(g.sources.back()->schema());
       g.nodes.push_back(runtime::GraphNode{nullptr, {}, g.sources.size() - 1});
       continue;
@@ -216,6 +216,82 @@ runtime::Graph build_graph(std::vector<std::vector<Stream*>>& groups, const std:
     ++op_index;
   }
   return g;
+}
+
+// A source known by its schema alone, for planning.
+struct SchemaOnly final : BatchSource {
+  explicit SchemaOnly(std::shared_ptr<const Schema> s) : schema_(std::move(s)) {}
+  const std::shared_ptr<const Schema>& schema() const noexcept override { return schema_; }
+  std::optional<Batch> next() override { return std::nullopt; }
+  std::shared_ptr<const Schema> schema_;
+};
+
+// The plan of a built graph as Python reads it (pyarrow_ops.pipeline.explain formats it).
+nb::dict plan_data(const runtime::Graph& g, const runtime::Plan& p) {
+  nb::object import_schema = nb::module_::import_("pyarrow").attr("Schema").attr("_import_from_c_capsule");
+  std::vector<size_t> number(g.nodes.size(), SIZE_MAX);
+  nb::list operators, nodes;
+  size_t count = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const runtime::GraphNode& n = g.nodes[i];
+    nb::dict node;
+    if (!n.op) {
+      node["source"] = n.source;
+      nodes.append(node);
+      continue;
+    }
+    number[i] = count++;
+    node["operator"] = number[i];
+    nodes.append(node);
+    const ops::Operator& op = *n.op;
+    nb::dict d;
+    d["name"] = op.name();
+    d["description"] = op.describe();
+    d["kind"] = ops::kind_name(op.kind());
+    d["selectivity"] = ops::selectivity_name(op.selectivity());
+    std::vector<std::string> keys;
+    for (size_t c : op.key_columns()) keys.push_back(op.input_schema()->fields[c].name);
+    d["keys"] = keys;
+    const bool sequential = op.kind() == ops::OpKind::kStateful || n.inputs.size() > 1;
+    d["max_parallelism"] = sequential ? size_t{1} : op.max_parallelism();
+    d["output_schema"] = import_schema(schema_capsule(*op.output_schema()));
+    d["inputs"] = n.inputs;  // graph node indices
+    d["preserves_time"] = op.preserves_time(g.time);
+    d["region"] = p.region_of[i] >= 0 ? nb::cast(p.region_of[i]) : nb::none();
+    d["fused"] = p.fused_of[i] >= 0 ? nb::cast(p.fused_of[i]) : nb::none();
+    operators.append(d);
+  }
+  auto numbers = [&](const std::vector<size_t>& ids) {
+    std::vector<size_t> out;
+    for (size_t i : ids) out.push_back(number[i]);
+    return out;
+  };
+  nb::list regions, fused, shuffles;
+  for (const runtime::Region& r : p.regions) {
+    nb::dict d;
+    d["operators"] = numbers(r.nodes);
+    d["key"] = r.key;
+    d["routing"] = runtime::routing_name(r.routing);
+    d["ordering"] = runtime::ordering_name(r.ordering);
+    regions.append(d);
+  }
+  for (const auto& chain : p.fused) fused.append(numbers(chain));
+  for (const runtime::Shuffle& s : p.shuffles) {
+    nb::dict d;
+    d["from"] = s.from;
+    d["to"] = s.to;
+    d["key"] = s.key;
+    shuffles.append(d);
+  }
+  nb::dict out;
+  out["nodes"] = nodes;
+  out["operators"] = operators;
+  out["regions"] = regions;
+  out["sequential"] = numbers(p.sequential);
+  out["fused"] = fused;
+  out["shuffles"] = shuffles;
+  out["outputs"] = g.outputs;
+  return out;
 }
 
 // One output of a shared run, as a BatchSource (the result stream Python holds).
@@ -367,7 +443,13 @@ void bind_pipeline(nb::module_& m) {
       [](std::vector<std::vector<Stream*>> sources, std::string time, const std::vector<GraphNodeSpec>& nodes,
          std::vector<size_t> outputs, runtime::PipelineOptions options, int64_t batch_size) {
         options.check_interrupt = interrupt_check();
-        runtime::Graph g = build_graph(sources, time, nodes, outputs, batch_size);
+        auto source = [&](size_t i) {
+          if (i >= sources.size()) throw Error(ErrorKind::kUsage, "a graph node names a missing source");
+          std::vector<std::unique_ptr<BatchSource>> streams;
+          for (Stream* st : sources[i]) streams.push_back(st->take());
+          return gate::make_merge(std::move(streams), {time, batch_size});
+        };
+        runtime::Graph g = build_graph(source, time, nodes, outputs);
         auto p = shared_without_gil(new runtime::Pipeline(std::move(g), std::move(options)));
         std::vector<Stream> streams;
         for (size_t o = 0; o < outputs.size(); ++o) streams.push_back(Stream{std::make_unique<OutputSource>(p, o)});
@@ -377,6 +459,21 @@ void bind_pipeline(nb::module_& m) {
       "Runs a graph: `sources` are groups of time-sorted streams, each group merged by (time, input, position) "
       "(batch_size rows per merged batch); `nodes` in topological order; one result stream per output node. "
       "Consumes the inputs.");
+
+  m.def(
+      "plan_graph",
+      [](std::vector<nb::capsule> sources, std::string time, const std::vector<GraphNodeSpec>& nodes,
+         std::vector<size_t> outputs, bool fuse) {
+        auto source = [&](size_t i) -> std::unique_ptr<BatchSource> {
+          if (i >= sources.size()) throw Error(ErrorKind::kUsage, "a graph node names a missing source");
+          return std::make_unique<SchemaOnly>(schema_from(sources[i]));
+        };
+        const runtime::Graph g = build_graph(source, time, nodes, outputs);
+        return plan_data(g, runtime::plan(g, fuse));
+      },
+      "sources"_a, "time"_a, "nodes"_a, "outputs"_a, "fuse"_a = true,
+      "The plan of a graph over sources of the given schemas (arrow_schema capsules): operators, parallel "
+      "regions with routing and ordering, fused chains, shuffles (runtime/planner.h).");
 
   nb::class_<PipelineHandle>(m, "PipelineHandle")
       .def(
@@ -411,6 +508,7 @@ void bind_pipeline(nb::module_& m) {
           d["selectivity"] = o.tuples_in > 0 ? static_cast<double>(o.tuples_out) / static_cast<double>(o.tuples_in) : 0.0;
           d["max_parallelism"] = o.max_parallelism;
           d["peak_workers"] = o.peak_workers;
+          d["fused"] = o.fused;
           ops.append(d);
         }
         nb::dict d;

@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "core/gather.h"
 #include "core/key_table.h"
+#include "ops/fused.h"
+#include "runtime/planner.h"
 
 namespace pao::runtime {
 
@@ -81,6 +83,8 @@ struct SourceState {
 
 struct Stage {
   ops::OperatorPtr op;
+  size_t number = 0;                         // the first operator's number (GraphNode::number)
+  const ops::FusedChain* fused = nullptr;    // op, when it is a fused chain
   ops::MultiInputOperator* multi = nullptr;  // op, when it takes several streams (ports > 1)
   ops::OpKind kind;
   size_t max_parallelism;
@@ -158,7 +162,8 @@ Pipeline::Pipeline(Graph graph, PipelineOptions options) : options_(std::move(op
   morsel_rows_ = options_.morsel_rows;
   max_inflight_ = options_.max_inflight != 0 ? options_.max_inflight : std::max<size_t>(64, 16 * threads_);
   if (options_.reorder_capacity == 0) throw Error(ErrorKind::kUsage, "reorder_capacity must be at least 1");
-  build(std::move(graph));
+  const Plan p = plan(graph, options_.fuse);
+  build(apply_fusion(std::move(graph), p));
 
   start_ = std::chrono::steady_clock::now();
   ct_window_start_.store(now_ns(), std::memory_order_relaxed);
@@ -200,6 +205,8 @@ void Pipeline::build(Graph graph) {
     auto st = std::make_unique<Stage>();
     const size_t stage = stages_.size();
     st->op = node.op;
+    st->number = node.number == GraphNode::kUnnumbered ? stage : node.number;
+    st->fused = dynamic_cast<const ops::FusedChain*>(node.op.get());
     st->kind = node.op->kind();
     st->multi = dynamic_cast<ops::MultiInputOperator*>(node.op.get());
     st->ports = st->multi ? st->multi->ports() : 1;
@@ -278,13 +285,21 @@ void Pipeline::cancel() {
 // the operator's input (the morsel starts at first_row). Other exceptions (a Python function's)
 // pass unchanged.
 [[noreturn]] void Pipeline::in_operator(size_t i, int64_t first_row) const {
-  try {
-    throw;
-  } catch (const Error& e) {
-    std::string where = "operator " + std::to_string(i) + " (" + stages_[i]->op->name() + ")";
+  const Stage& st = *stages_[i];
+  auto rethrow = [&](const Error& e, size_t number, const std::string& name) {
+    std::string where = "operator " + std::to_string(number) + " (" + name + ")";
     if (e.row() >= 0 && first_row >= 0) where += ", row " + std::to_string(first_row + e.row()) + " of its input";
     throw Error(e.kind(), where + ": " + e.what());
+  };
+  try {
+    throw;
+  } catch (const ops::FusedError& e) {
+    // The chain's operator that failed, by its own number (a row only for the chain's first).
+    rethrow(e, st.number + e.index(), st.fused->ops()[e.index()]->name());
+  } catch (const Error& e) {
+    rethrow(e, st.number, st.op->name());
   }
+  throw;  // unreachable: every branch above throws
 }
 
 void Pipeline::stop_threads() {
@@ -963,6 +978,25 @@ void Pipeline::discard(size_t output) {
 PipelineStats Pipeline::stats() const {
   PipelineStats s;
   for (const auto& st : stages_) {
+    if (st->fused != nullptr) {
+      // A fused chain reports each of its operators; the scheduling figures are the chain's.
+      for (size_t k = 0; k < st->fused->ops().size(); ++k) {
+        const ops::FusedChain::Counts c = st->fused->counts(k);
+        OperatorStats o;
+        o.name = st->fused->ops()[k]->name();
+        o.kind = ops::OpKind::kStateless;
+        o.tuples_in = c.tuples_in;
+        o.tuples_out = c.tuples_out;
+        o.busy_ns = c.busy_ns;
+        o.morsels = st->morsels.load(std::memory_order_relaxed);
+        o.queued = k == 0 ? st->queued_rows.load(std::memory_order_relaxed) : 0;
+        o.max_parallelism = st->max_parallelism;
+        o.peak_workers = st->peak_workers.load(std::memory_order_relaxed);
+        o.fused = true;
+        s.operators.push_back(std::move(o));
+      }
+      continue;
+    }
     OperatorStats o;
     o.name = st->op->name();
     o.kind = st->kind;

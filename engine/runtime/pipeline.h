@@ -81,6 +81,8 @@ struct PipelineOptions {
   // Input tuples per second the ingress paces itself to (0 = as fast as possible): for latency
   // measurements at a given load.
   double rate = 0;
+  // Adjacent stateless operators run as one task (runtime/planner.h); false: each on its own.
+  bool fuse = true;
   // Called about every 50 ms while next() waits; what it throws fails the run.
   std::function<void()> check_interrupt;
 };
@@ -95,6 +97,7 @@ struct OperatorStats {
   int64_t queued = 0;     // tuples waiting in its worklist now
   size_t max_parallelism = 0;
   size_t peak_workers = 0;
+  bool fused = false;  // ran in a fused chain (runtime/planner.h): morsels and workers are the chain's
 };
 
 struct PipelineStats {
@@ -113,9 +116,13 @@ struct PipelineStats {
 // A node of a graph: a source (op null: the stream of sources[source]) or an operator over the
 // streams of `inputs`, earlier nodes, one per port in port order (one for a single-input operator).
 struct GraphNode {
+  static constexpr size_t kUnnumbered = SIZE_MAX;
   ops::OperatorPtr op;
   std::vector<size_t> inputs;
   size_t source = 0;
+  // The operator's number in errors and statistics ("operator 3 (join)"); unnumbered: its place
+  // among the graph's operators. A fused chain has its first operator's, and the others follow.
+  size_t number = kUnnumbered;
 };
 
 struct Graph {

@@ -18,6 +18,7 @@ from pyarrow_ops import col
 
 CONFIGS = [
     dict(threads=1),
+    dict(threads=2, fuse=False),
     dict(threads=2, morsel=1, reorder_capacity=2, max_inflight=8),  # one tuple at a time
     dict(threads=3, scheduler="lp", reorder="locked", partitioning="partitioned", morsel=7),
     dict(threads=2, scheduler="qst", partitioning="shared", morsel=5, partitions=3),
@@ -191,6 +192,7 @@ def test_static_table_join_asof_is_a_lookup():
         readings.join_asof(tariffs, by="meter", tolerance=3)
 
 
+@pytest.mark.filterwarnings("ignore:Sortedness of columns cannot be checked")
 def test_join_asof_equals_polars_backward_join_asof():
     pl = pytest.importorskip("polars")
     rng = random.Random(4)
@@ -221,3 +223,38 @@ def test_interval_join_equals_a_polars_join_then_filter():
         expected.select("sale", "ret", pl.col("t").alias("t_left"), "t_right").rows())
     assert got["t"].to_list() == sorted(got["t"].to_list())
     assert got.select((pl.col("t") == pl.max_horizontal("t_left", "t_right")).all()).item()
+
+
+def test_explain_shows_regions_fused_chains_shuffles_and_outputs():
+    t = pa.table({"ts": [1, 2], "user": [1, 2], "item": [3, 4], "v": [5, 6]})
+    clicks = po.Pipeline(t, time="ts").filter(col("v") > 0).with_columns(w=col("v") * 2)
+    sessions = clicks.sessionize("user", gap=30)
+    items = sessions.dedupe("item")
+    assert po.explain({"items": items}).splitlines() == [
+        "source 0  ts, user, item, v",
+        "0 filter  stateless  selectivity: at most one  parallelism: every worker  <- source 0",
+        "1 with_columns  stateless  selectivity: exactly one  parallelism: every worker  <- 0",
+        "2 sessionize  partitioned by [user]  selectivity: exactly one  parallelism: partitions  <- 1",
+        "3 dedupe  partitioned by [item]  selectivity: at most one  parallelism: partitions  <- 2",
+        "region 0: operators 0, 1, 2  routing: hash by [user]  ordering: seqno and pulses",
+        "region 1: operators 3  routing: hash by [item]  ordering: seqno and pulses",
+        "fused: 0+1 (filter+with_columns)",
+        "shuffle: region 0 -> region 1 by [item]",
+        "output items <- 3",
+    ]
+    data = po.plan({"items": items}, fuse=False)
+    assert data["fused"] == [] and [r["operators"] for r in data["regions"]] == [[0, 1, 2], [3]]
+    assert data["operators"][3]["keys"] == ["item"] and data["operators"][0]["preserves_time"]
+
+
+def test_fused_chains_report_each_operator_and_equal_unfused_runs():
+    t = pa.table({"ts": list(range(5000)), "k": [i % 13 for i in range(5000)], "v": list(range(5000))})
+    p = po.Pipeline(t, time="ts").filter(col("v") % 3 != 0).with_columns(w=col("v") * 2).select("ts", "k", "w")
+    fused = p.run(threads=2)
+    got = fused.to_arrow()
+    assert got.equals(p.run(threads=2, fuse=False).to_arrow())
+    ops = fused.stats()["operators"]
+    assert [o["name"] for o in ops] == ["filter", "with_columns", "select"]
+    assert all(o["fused"] for o in ops)
+    assert ops[0]["tuples_in"] == 5000 and ops[0]["tuples_out"] == ops[1]["tuples_in"] == got.num_rows
+

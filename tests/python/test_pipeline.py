@@ -167,9 +167,12 @@ def test_explain_lists_kinds_keys_selectivity_and_parallelism():
     t = pa.table({"ts": [1], "k": [1], "v": [1.0]})
     text = (po.Pipeline(t, time="ts").filter(col("v") > 0).sessionize("k", gap=5).top_k(3, "v").explain())
     assert text.splitlines() == [
-        "0 filter  stateless  selectivity: at most one  parallelism: every worker",
-        "1 sessionize  partitioned by [k]  selectivity: exactly one  parallelism: partitions",
-        "2 top_k  stateful  selectivity: any  parallelism: 1",
+        "source 0  ts, k, v",
+        "0 filter  stateless  selectivity: at most one  parallelism: every worker  <- source 0",
+        "1 sessionize  partitioned by [k]  selectivity: exactly one  parallelism: partitions  <- 0",
+        "2 top_k  stateful  selectivity: any  parallelism: 1  <- 1",
+        "region 0: operators 0, 1  routing: hash by [k]  ordering: seqno and pulses",
+        "output result <- 2",
     ]
 
 

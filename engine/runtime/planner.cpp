@@ -1,0 +1,195 @@
+#include "runtime/planner.h"
+
+#include <algorithm>
+
+#include "ops/fused.h"
+#include "ops/multi_input.h"
+
+namespace pao::runtime {
+
+const char* routing_name(Routing r) noexcept {
+  switch (r) {
+    case Routing::kRoundRobin: return "round-robin";
+    case Routing::kHash: return "hash";
+  }
+  return "?";
+}
+
+const char* ordering_name(Ordering o) noexcept {
+  switch (o) {
+    case Ordering::kRoundRobin: return "round-robin";
+    case Ordering::kSeqno: return "seqno";
+    case Ordering::kSeqnoPulses: return "seqno and pulses";
+    case Ordering::kSeqnoRows: return "seqno and source rows";
+  }
+  return "?";
+}
+
+namespace {
+
+std::vector<std::string> key_names(const ops::Operator& op) {
+  std::vector<std::string> out;
+  for (size_t c : op.key_columns()) out.push_back(op.input_schema()->fields[c].name);
+  return out;
+}
+
+// Stateless, or keyed by a known key; one input.
+bool parallelizable(const GraphNode& n) {
+  if (!n.op || n.inputs.size() != 1 || dynamic_cast<const ops::MultiInputOperator*>(n.op.get()) != nullptr) {
+    return false;
+  }
+  if (n.op->kind() == ops::OpKind::kStateless) return true;
+  return n.op->kind() == ops::OpKind::kPartitioned && !n.op->key_columns().empty();
+}
+
+std::vector<std::string> intersect(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  std::vector<std::string> out;
+  for (const std::string& x : a) {
+    if (std::find(b.begin(), b.end(), x) != b.end()) out.push_back(x);
+  }
+  return out;
+}
+
+Ordering ordering_of(const Graph& g, const std::vector<size_t>& nodes) {
+  bool keyed = false;
+  ops::Selectivity worst = ops::Selectivity::kExactlyOne;
+  for (size_t n : nodes) {
+    keyed |= g.nodes[n].op->kind() == ops::OpKind::kPartitioned;
+    worst = std::max(worst, g.nodes[n].op->selectivity());
+  }
+  switch (worst) {
+    case ops::Selectivity::kExactlyOne: return keyed ? Ordering::kSeqno : Ordering::kRoundRobin;
+    case ops::Selectivity::kAtMostOne: return Ordering::kSeqnoPulses;
+    case ops::Selectivity::kAny: return Ordering::kSeqnoRows;
+  }
+  return Ordering::kSeqnoRows;
+}
+
+}  // namespace
+
+Plan plan(const Graph& g, bool fuse) {
+  const size_t n = g.nodes.size();
+  Plan p;
+  p.region_of.assign(n, -1);
+  p.fused_of.assign(n, -1);
+  // Fan-out: the consumers of each node, outputs counted as consumers.
+  std::vector<std::vector<size_t>> consumers(n);
+  std::vector<size_t> fan_out(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t in : g.nodes[i].inputs) {
+      consumers[in].push_back(i);
+      ++fan_out[in];
+    }
+  }
+  for (size_t o : g.outputs) ++fan_out[o];
+
+  for (size_t i = 0; i < n; ++i) {
+    const GraphNode& node = g.nodes[i];
+    if (!node.op || p.region_of[i] >= 0) continue;
+    if (!parallelizable(node)) {
+      p.sequential.push_back(i);
+      continue;
+    }
+    Region r;
+    r.nodes.push_back(i);
+    if (node.op->kind() == ops::OpKind::kPartitioned) r.key = key_names(*node.op);
+    size_t cur = i;
+    while (fan_out[cur] == 1 && consumers[cur].size() == 1) {
+      const size_t c = consumers[cur][0];
+      const GraphNode& next = g.nodes[c];
+      if (!parallelizable(next)) break;
+      std::vector<std::string> key = r.key;
+      if (next.op->kind() == ops::OpKind::kPartitioned) {
+        key = r.key.empty() ? key_names(*next.op) : intersect(r.key, key_names(*next.op));
+        if (key.empty()) break;
+        // The split routes by the key at the region's entry: every operator before this one must
+        // hand it on unchanged, so this one sees the values the split routed by.
+        bool forwarded = true;
+        for (size_t m : r.nodes) {
+          for (const std::string& col : key) forwarded &= g.nodes[m].op->passes_through(col);
+        }
+        if (!forwarded) break;
+      }
+      r.key = key;
+      r.nodes.push_back(c);
+      cur = c;
+    }
+    r.routing = r.key.empty() ? Routing::kRoundRobin : Routing::kHash;
+    r.ordering = ordering_of(g, r.nodes);
+    for (size_t m : r.nodes) p.region_of[m] = static_cast<int>(p.regions.size());
+    p.regions.push_back(std::move(r));
+  }
+
+  // Shuffles: a keyed region fed straight by another region whose key differs.
+  for (size_t r = 0; r < p.regions.size(); ++r) {
+    const Region& to = p.regions[r];
+    if (to.key.empty()) continue;
+    const size_t in = g.nodes[to.nodes.front()].inputs[0];
+    const int from = p.region_of[in];
+    if (from < 0 || p.regions[static_cast<size_t>(from)].nodes.back() != in) continue;
+    if (p.regions[static_cast<size_t>(from)].key == to.key) continue;  // partitioned alike already
+    p.shuffles.push_back({static_cast<size_t>(from), r, to.key});
+  }
+
+  // Fusion: runs of stateless operators of one region.
+  if (fuse) {
+    for (const Region& r : p.regions) {
+      std::vector<size_t> run;
+      auto close = [&] {
+        if (run.size() >= 2) {
+          for (size_t m : run) p.fused_of[m] = static_cast<int>(p.fused.size());
+          p.fused.push_back(run);
+        }
+        run.clear();
+      };
+      for (size_t m : r.nodes) {
+        const ops::Operator& op = *g.nodes[m].op;
+        const bool fusible = op.kind() == ops::OpKind::kStateless && op.max_parallelism() == 0;
+        if (!fusible) {
+          close();
+          continue;
+        }
+        if (!run.empty() && op.may_fail()) close();  // it may name a row: it starts its own run
+        run.push_back(m);
+      }
+      close();
+    }
+  }
+  return p;
+}
+
+Graph apply_fusion(Graph g, const Plan& p) {
+  const size_t n = g.nodes.size();
+  // Every operator keeps its number (its place among the operators) for messages and statistics.
+  size_t number = 0;
+  for (GraphNode& node : g.nodes) {
+    if (node.op && node.number == GraphNode::kUnnumbered) node.number = number;
+    if (node.op) ++number;
+  }
+  if (p.fused.empty()) return g;
+  Graph out;
+  out.sources = std::move(g.sources);
+  out.time = g.time;
+  std::vector<size_t> index(n);  // old node -> new node (a fused chain's members -> the chain)
+  for (size_t i = 0; i < n; ++i) {
+    const int f = p.fused_of[i];
+    if (f >= 0 && p.fused[static_cast<size_t>(f)].front() != i) {
+      index[i] = index[p.fused[static_cast<size_t>(f)].front()];
+      continue;
+    }
+    GraphNode node = g.nodes[i];
+    if (f >= 0) {
+      const std::vector<size_t>& chain = p.fused[static_cast<size_t>(f)];
+      std::vector<ops::OperatorPtr> ops;
+      for (size_t m : chain) ops.push_back(g.nodes[m].op);
+      node.op = std::make_shared<ops::FusedChain>(std::move(ops));
+    }
+    for (size_t& in : node.inputs) in = index[in];
+    out.nodes.push_back(std::move(node));
+    index[i] = out.nodes.size() - 1;
+  }
+  for (size_t o : g.outputs) out.outputs.push_back(index[o]);
+  return out;
+}
+
+}  // namespace pao::runtime
