@@ -19,10 +19,14 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-import polars as pl
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 
 from pyarrow_ops import _engine
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 @runtime_checkable
@@ -260,6 +264,8 @@ class Result:
 
     def to_polars(self) -> pl.DataFrame:
         """Reads the whole result into a Polars DataFrame; numeric columns are not copied."""
+        import polars as pl  # only here: importing pyarrow_ops does not load Polars
+
         return pl.from_arrow(self.to_arrow(), rechunk=False)  # type: ignore[return-value]
 
     def to_reader(self) -> pa.RecordBatchReader:
