@@ -360,7 +360,10 @@ void Pipeline::fail(std::exception_ptr e) {
 void Pipeline::wake() { work_.notify(); }
 
 Output* Pipeline::prepare(const std::vector<Edge>& consumers, const std::vector<size_t>& outputs, Batch batch,
-                          int64_t entry_ns, int64_t bound, std::optional<size_t> time_index) {
+                          int64_t entry_ns, int64_t bound, const SourceState* source) {
+  // A source's time column: its morsels bound the stream by their own last time.
+  const bool timed = source != nullptr && source->time_index.has_value();
+  const size_t time_col = timed ? *source->time_index : 0;
   auto* out = new Output;
   out->entry_ns = entry_ns;
   out->works.resize(consumers.size());
@@ -380,7 +383,7 @@ Output* Pipeline::prepare(const std::vector<Edge>& consumers, const std::vector<
       }
       continue;
     }
-    const int64_t m = morsel_rows_ != 0 ? morsel_rows_ : time_index ? morsel_rows_for(rows, threads_) : kMaxMorsel;
+    const int64_t m = morsel_rows_ != 0 ? morsel_rows_ : source != nullptr ? morsel_rows_for(rows, threads_) : kMaxMorsel;
     std::vector<uint64_t> hashes;
     if (st.kind == ops::OpKind::kPartitioned) key_hashes(batch, st.keys, hashes);
     for (int64_t start = 0; start < rows; start += m) {
@@ -388,10 +391,10 @@ Output* Pipeline::prepare(const std::vector<Edge>& consumers, const std::vector<
       auto* w = new Work;
       w->batch = batch.slice(start, len);
       w->entry_ns.store(entry_ns, std::memory_order_relaxed);
-      if (time_index) {
+      if (timed) {
         // A source is sorted: nothing after this morsel is earlier than its last time.
-        const Column& t = w->batch.column(*time_index);
-        w->bound = batch.schema()->fields[*time_index].type.byte_width() == 8 ? t.typed<int64_t>()[len - 1]
+        const Column& t = w->batch.column(time_col);
+        w->bound = batch.schema()->fields[time_col].type.byte_width() == 8 ? t.typed<int64_t>()[len - 1]
                                                                               : t.typed<int32_t>()[len - 1];
       } else if (start + len == rows) {
         w->bound = bound;
@@ -554,7 +557,7 @@ void Pipeline::ingress_main() {
         }
       }
       link(next->consumers, next->outputs,
-           prepare(next->consumers, next->outputs, std::move(b), 0, INT64_MIN, next->time_index));
+           prepare(next->consumers, next->outputs, std::move(b), 0, INT64_MIN, next));
     }
     wake();
   } catch (...) {
@@ -577,7 +580,7 @@ bool Pipeline::try_finish(size_t i) {
   }
   if (rest.num_rows() > 0) {
     st.tuples_out.fetch_add(rest.num_rows(), std::memory_order_relaxed);
-    link(st.consumers, st.outputs, prepare(st.consumers, st.outputs, std::move(rest), 0, INT64_MIN, std::nullopt));
+    link(st.consumers, st.outputs, prepare(st.consumers, st.outputs, std::move(rest), 0, INT64_MIN, nullptr));
   }
   st.finished.store(true, std::memory_order_release);
   stages_finished_.fetch_add(1, std::memory_order_acq_rel);
@@ -860,7 +863,7 @@ void Pipeline::complete(size_t i, Work* w, Batch out, int64_t bound) {
   st.queued_rows.fetch_sub(rows_in, std::memory_order_relaxed);
   const uint64_t serial = w->serial;
   Output* o = prepare(st.consumers, st.outputs, std::move(out), w->entry_ns.load(std::memory_order_relaxed), bound,
-                      std::nullopt);
+                      nullptr);
   delete w;
   inflight_.fetch_sub(1, std::memory_order_relaxed);
   st.reorder->send(serial, o);

@@ -183,10 +183,10 @@ class Pipeline : public BatchSource {
   size_t step(size_t i, size_t worker);
   void complete(size_t i, Work* w, Batch out, int64_t bound);
   // An output for `consumers` (cut into their morsels, routed) and for the result queues
-  // `outputs`. `time_index`: a source's time column, whose morsels then carry their own last time
-  // as bound; otherwise only the last morsel carries `bound`.
+  // `outputs`. From a `source` (else null): morsels sized for the workers, each carrying its own
+  // last time as bound (a source is sorted); otherwise only the last morsel carries `bound`.
   Output* prepare(const std::vector<Edge>& consumers, const std::vector<size_t>& outputs, Batch batch,
-                  int64_t entry_ns, int64_t bound, std::optional<size_t> time_index);
+                  int64_t entry_ns, int64_t bound, const SourceState* source);
   void link(const std::vector<Edge>& consumers, const std::vector<size_t>& outputs, Output* out);
   void link_into(const Edge& e, std::vector<Work*>& works);
   // The stream into `e` has ended: multi-input operators get the end as a bound.
