@@ -294,12 +294,16 @@ class Pipeline:
             raise TypeError(f"item must be a column name, got {item!r}")
         return self._add("pairs", _key(key), item, gap)
 
-    def window_aggregate(self, window: Window, aggs: Mapping[str, Agg], key: str | list[str] | None = None) -> Pipeline:
+    def window_aggregate(self, window: Window, aggs: Mapping[str, Agg], key: str | list[str] | None = None, *,
+                         by_window: bool = False) -> Pipeline:
         """Window rows as :func:`pyarrow_ops.aggregate`. With a key, partitioned: a key's windows
-        close when its own time passes them (docs/pipeline.md); without one, stateful."""
+        close when its own time passes them (docs/pipeline.md); without one, stateful. With
+        ``by_window=True`` every key's windows close together when the stream's time passes them,
+        a window set at a time in window-start order, keys ascending, exactly as ``aggregate()``
+        (stateful: one worker), which is what a ``top_k(per="window_start")`` after it needs."""
         if not isinstance(window, Window):
             raise TypeError(f"window must be po.sliding(...) or po.tumbling(...), got {window!r}")
-        return self._add("window_aggregate", _keys(key), window, _aggs(aggs))
+        return self._add("window_aggregate", _keys(key), window, _aggs(aggs), bool(by_window))
 
     # Stateful operators.
     def top_k(self, k: int, by: str, per: str | None = None, descending: bool = True) -> Pipeline:
@@ -478,8 +482,9 @@ def _spec(step: Step, time_type: pa.DataType) -> Any:
     if name == "pairs":
         return _engine.PairsSpec(args[0], args[1], _in_units(args[2], "gap", time_type))
     if name == "window_aggregate":
+        by_window = args[3] if len(args) > 3 else False  # steps pickled before by_window existed
         return _engine.WindowAggregateSpec(args[0], _engine.WindowSpec(*args[1].resolve(time_type)),
-                                           _agg_specs(args[2]))
+                                           _agg_specs(args[2]), by_window)
     if name == "top_k":
         return _engine.TopKSpec(*args)
     if name == "join_table":

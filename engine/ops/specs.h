@@ -65,6 +65,7 @@ struct WindowAggregateSpec {
   std::vector<std::string> keys;  // empty: one stateful operator
   window::WindowSpec window;
   std::vector<window::AggSpec> aggs;
+  bool by_window = false;  // window sets leave together in window order (stateful; windowed.h)
 };
 struct TopKSpec {
   int64_t k = 1;

@@ -571,13 +571,13 @@ OperatorPtr make_top_k(std::shared_ptr<const Schema> input, int64_t k, std::stri
 
 OperatorPtr make_window_aggregate(std::shared_ptr<const Schema> input, std::string time,
                                   window::WindowSpec window, std::vector<window::AggSpec> aggs,
-                                  std::vector<std::string> keys) {
+                                  std::vector<std::string> keys, bool by_window) {
   window::AggregateQuery query;
   query.time_column = std::move(time);
   query.keys = std::move(keys);
   query.window = window.normalized();
   query.aggs = std::move(aggs);
-  if (query.keys.empty()) return std::make_shared<GlobalWindows>(std::move(input), query);
+  if (query.keys.empty() || by_window) return std::make_shared<GlobalWindows>(std::move(input), query);
   return std::make_shared<KeyedWindows>(std::move(input), query);
 }
 

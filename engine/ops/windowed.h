@@ -39,9 +39,9 @@ OperatorPtr make_top_k(std::shared_ptr<const Schema> input, int64_t k, std::stri
 // non-null), the key columns, then one column per aggregate in `aggs` order (types as in
 // docs/semantics.md, nullable). Aggregates compute exactly as aggregate()'s (float sums included).
 //
-// Without keys: a stateful operator that closes windows on the pipeline's time, like aggregate()
-// with a single input. A tuple's output is the windows that end at or before its time (window
-// start order); finish() returns the rest.
+// Without keys, or with keys and `by_window`: a stateful operator that closes windows on the
+// pipeline's time, like aggregate() with a single input. A tuple's output is the window sets that
+// end at or before its time (window start order, keys ascending); finish() returns the rest.
 //
 // With keys: a partitioned operator (key_columns() = the key columns). A key's open windows are
 // those containing its latest tuple; they close when the key's next tuple has a time at or past
@@ -56,6 +56,6 @@ OperatorPtr make_top_k(std::shared_ptr<const Schema> input, int64_t k, std::stri
 // column's type, duplicate output names) throw pao::Error from the factory.
 OperatorPtr make_window_aggregate(std::shared_ptr<const Schema> input, std::string time,
                                   window::WindowSpec window, std::vector<window::AggSpec> aggs,
-                                  std::vector<std::string> keys);
+                                  std::vector<std::string> keys, bool by_window = false);
 
 }  // namespace pao::ops

@@ -483,56 +483,39 @@ class _Stage:
         return f"{', '.join(step.name for step in self.steps)}  ({split})"
 
 
-def _written(step: Step, after: list[str]) -> set[str] | None:
-    """Columns whose values an operator may change (None: any column), as far as partitioning goes."""
-    name, args = step.name, step.args
-    if name == "select":
-        return {n for n, e in args[0] if e._to_ir() != ("col", n)}
-    if name == "with_columns":
-        return {n for n, _ in args[0]}
-    if name == "map_batches":
-        return None
-    if name == "parametric":
-        return {"p_state"}
-    if name == "pairs":  # new rows; the key columns keep their values
-        return set(after) - set(args[0])
-    return set()
+def _stages(pipeline: Pipeline, schema: pa.Schema) -> list[_Stage]:
+    """The Spark passes of a chain, from the planner's parallel regions (runtime/planner.h, the
+    same plan an in-process run is fused by): a region is a stage, partitioned by the region's key
+    (any partitioning for a stateless one); an operator outside every region (stateful) runs in a
+    one-partition stage, which it shares with the stateless stage before it or the stateless region
+    after it (one partition suits them too); a keyed window_aggregate ends its stage (the windows
+    it emits at the end are ordered across partitions, see _stage_udf)."""
+    import pyarrow_ops as po
 
-
-def _stages(steps: Sequence[Step], plan: list[dict[str, Any]], names: list[str]) -> list[_Stage]:
+    graph = po.plan({"result": Pipeline.from_steps(pipeline.steps, time=pipeline.time, inputs=schema.empty_table())},
+                    fuse=False)
     stages: list[_Stage] = []
     stage: _Stage | None = None
-    unchanged: set[str] = set()  # columns with the values they had at the current stage's input
-    for step, op in zip(steps, plan, strict=True):
-        kind, keys = op["kind"], list(op["keys"])
+    region_of_stage: int | None = None
+    for step, op in zip(pipeline.steps, graph["operators"], strict=True):
+        region = op["region"]
         if stage is not None and stage.closed:
             stage = None
-        if kind == "stateless":
-            join = stage is not None
-        elif kind == "partitioned":
-            shared = [k for k in keys if k in unchanged and (stage is None or stage.key is None or k in stage.key)]
-            join = stage is not None and not stage.single and bool(shared)
-            if join:
-                stage.key = shared
-        else:  # stateful: joins a stage that can run on one partition without a shuffle
-            join = stage is not None and (stage.single or stage.key is None)
-            if join:
-                stage.single, stage.key = True, None
-        if not join:
-            stage = _Stage()
-            stages.append(stage)
-            unchanged = set(names)
-            if kind == "partitioned":
-                stage.key = keys
-            elif kind == "stateful":
-                stage.single = True
+        if region is not None:
+            key = graph["regions"][region]["key"] or None
+            join = stage is not None and (region_of_stage == region or (stage.single and key is None))
+            if not join:
+                stage, region_of_stage = _Stage(), region
+                stage.key = key
+                stages.append(stage)
+        else:  # sequential: every row in order, one partition
+            if stage is None or not (stage.single or stage.key is None):
+                stage = _Stage()
+                stages.append(stage)
+            stage.single, stage.key, region_of_stage = True, None, None
         stage.steps.append(step)
-        after = op["output_schema"].names
-        written = _written(step, after)
-        unchanged = set() if written is None else (unchanged & set(after)) - written
-        if step.name == "window_aggregate" and keys:
-            stage.finish_order, stage.closed = ["window_start", *keys], True
-        names = after
+        if step.name == "window_aggregate" and op["keys"]:
+            stage.finish_order, stage.closed = ["window_start", *op["keys"]], True
     return stages
 
 
@@ -733,8 +716,7 @@ def run(
         tagged = tagged.drop(order_by)
     spark_in = to_arrow_schema(tagged.schema, timezone="UTC")
     engine_in = pa.schema([f for f in spark_in if not f.name.startswith("__pao_")])
-    plan = pipeline.plan(engine_in)
-    stages = _stages(steps, plan, engine_in.names)
+    stages = _stages(pipeline, engine_in)
 
     threads = threads or _task_cpus(tagged.sparkSession)
     df = tagged.withColumn(TIME_COLUMN, F.col(time))
@@ -764,8 +746,7 @@ def run(
 def stages(pipeline: Pipeline) -> list[str]:
     """How :func:`run` splits ``pipeline`` into Spark passes: one line per stage, its operators and
     partitioning (on the schema of the pipeline's first input)."""
-    schema = pipeline.input_schema
-    return [s.describe() for s in _stages(pipeline.steps, pipeline.plan(schema), schema.names)]
+    return [s.describe() for s in _stages(pipeline, pipeline.input_schema)]
 
 
 def pipeline_udf(

@@ -25,7 +25,8 @@ callables of one tuple (the test translates expressions):
 * ``{"op": "running", "key": k, "aggs": {name: (function, column | None)}}``.
 * ``{"op": "dedupe", "key": k, "within": None}``.
 * ``{"op": "pairs", "key": k, "item": column, "gap": g}``.
-* ``{"op": "window_aggregate", "window": (size, advance[, offset]), "aggs": {...}, "key": None}``.
+* ``{"op": "window_aggregate", "window": (size, advance[, offset]), "aggs": {...}, "key": None,
+  "by_window": False}``: ``by_window`` keeps ``aggregate()``'s order (window start, then key).
 * ``{"op": "top_k", "k": n, "by": column, "per": None, "descending": True}``.
 * ``{"op": "parametric", "kind": "stateless", "cost_us": 10.0, "selectivity": 1.0, "state_bytes": 0,
   "key": None, "copies": None}``.
@@ -377,7 +378,7 @@ def _window_params(window) -> tuple[int, int, int]:
     return size, advance, offset
 
 
-def _window_aggregate(s: Stream, window, aggs: dict, key=None) -> Stream:
+def _window_aggregate(s: Stream, window, aggs: dict, key=None, by_window: bool = False) -> Stream:
     keys = _names(key)
     for k in keys:
         _field(s.schema, k)
@@ -391,7 +392,7 @@ def _window_aggregate(s: Stream, window, aggs: dict, key=None) -> Stream:
     fields = [f.with_nullable(False) if f.name in ("window_start", "window_end")
               else s.schema.field(f.name) if f.name in keys else f for f in table.schema]
     out = _rows_of(table)  # by window start, then key: aggregate()'s order
-    if keys:
+    if keys and not by_window:
         # A key's row leaves after the first tuple of that key at or past its window's end; rows
         # still open at the end keep aggregate()'s order. (Stable sort: at one tuple, by start.)
         times: dict[tuple, list[tuple[int, int]]] = {}

@@ -97,8 +97,10 @@ def _random_chain(rng: random.Random) -> list[tuple]:
     elif tail in ("window", "window_topk"):
         w = po.sliding(size=rng.randrange(2, 9), advance=rng.randrange(1, 5))
         aggs = {"n": po.count(), "total": po.sum("v"), "last": po.last("v")}
-        chain.append(("window_aggregate", (w, aggs), {"key": "k"},
-                      {"op": "window_aggregate", "window": (w.size, w.advance), "aggs": aggs, "key": "k"}))
+        by_window = rng.random() < 0.5  # every key's windows together, window by window
+        chain.append(("window_aggregate", (w, aggs), {"key": "k", "by_window": by_window},
+                      {"op": "window_aggregate", "window": (w.size, w.advance), "aggs": aggs, "key": "k",
+                       "by_window": by_window}))
         if tail == "window_topk":
             chain.append(("top_k", (2, "n"), {"per": "window_start"},
                           {"op": "top_k", "k": 2, "by": "n", "per": "window_start"}))
