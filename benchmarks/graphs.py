@@ -438,25 +438,36 @@ def best_peer(best: Mapping[str, float], tuples: int, threads: int, polars_label
     return max([(polars_label, tuples / best[polars_label]), (duck, tuples / best[duck])], key=lambda o: o[1])
 
 
+class _Contenders:
+    """A query's contenders: each run (label -> function) and its table row (label, text, threads, tuples)."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, Callable[[], Outputs]] = {}
+        self.labels: list[tuple[str, str, int, int]] = []
+
+    def add(self, kind: str, text: str, threads: int, tuples: int, run: Callable[[], Outputs]) -> None:
+        label = _label(kind, threads)
+        self.runs[label] = run
+        self.labels.append((label, text, threads, tuples))
+
+
 def clickstream_query(rows: int, repeat: int, threads: list[int]) -> None:
     source = clickstream(rows)
     graph = clickstream_graph(source)
     schemas = output_schemas(graph)
     pool = pl.thread_pool_size()
     polars_label = _label("Polars", pool)
-    contenders: dict[str, Callable[[], Outputs]] = {}
-    labels: list[tuple[str, str, int, int]] = []
+    c = _Contenders()
     for t in threads:
-        contenders[_label("graph", t)] = lambda t=t: po.run(graph, threads=t).to_arrow()
-        labels.append((_label("graph", t), "engine graph: po.run (one source, fan-out to 2 outputs)", t, rows))
+        c.add("graph", "engine graph: po.run (one source, fan-out to 2 outputs)", t, rows,
+              lambda t=t: po.run(graph, threads=t).to_arrow())
     for t in threads:
-        contenders[_label("separate", t)] = lambda t=t: {n: p.run(threads=t).to_arrow() for n, p in graph.items()}
-        labels.append((_label("separate", t), "engine, separate branches: 2 x Pipeline.run", t, rows))
-    contenders[polars_label] = lambda: polars_clickstream(source, schemas)
-    labels.append((polars_label, "Polars (lazy, collect_all; its thread pool)", pool, rows))
+        c.add("separate", "engine, separate branches: 2 x Pipeline.run", t, rows,
+              lambda t=t: {n: p.run(threads=t).to_arrow() for n, p in graph.items()})
+    c.add("Polars", "Polars (lazy, collect_all; its thread pool)", pool, rows, lambda: polars_clickstream(source, schemas))
     for t in threads:
-        contenders[_label("DuckDB", t)] = lambda t=t: duckdb_clickstream(source, schemas, t)
-        labels.append((_label("DuckDB", t), "DuckDB (SET threads)", t, rows))
+        c.add("DuckDB", "DuckDB (SET threads)", t, rows, lambda t=t: duckdb_clickstream(source, schemas, t))
+    contenders, labels = c.runs, c.labels
     equals = {name: Equal(name) for name in graph}
     best = rounds(contenders, repeat, equals)
     ref = {name: e.reference for name, e in equals.items()}
@@ -502,20 +513,19 @@ def costs_query(rows: int, repeat: int, threads: list[int]) -> None:
     tuples = readings.num_rows + tariffs.num_rows
     pool = pl.thread_pool_size()
     polars_label = _label("Polars", pool)
-    contenders: dict[str, Callable[[], Outputs]] = {}
-    labels: list[tuple[str, str, int, int]] = []
+    c = _Contenders()
     for t in threads:
-        contenders[_label("graph", t)] = lambda t=t: po.run(graph, threads=t).to_arrow()
-        labels.append((_label("graph", t), "engine graph: po.run (as-of join of 2 sources)", t, tuples))
+        c.add("graph", "engine graph: po.run (as-of join of 2 sources)", t, tuples,
+              lambda t=t: po.run(graph, threads=t).to_arrow())
     for t in threads:
-        contenders[_label("after join", t)] = lambda t=t: {"costs": after_join.run(threads=t).to_arrow()}
-        labels.append((_label("after join", t), "reference: engine, the pipeline after the join over pre-joined "
-                                                "readings (join not timed)", t, readings.num_rows))
-    contenders[polars_label] = lambda: polars_costs(readings, tariffs, schemas)
-    labels.append((polars_label, "Polars (join_asof backward by meter, group_by; its thread pool)", pool, tuples))
+        c.add("after join", "reference: engine, the pipeline after the join over pre-joined readings (join not timed)",
+              t, readings.num_rows, lambda t=t: {"costs": after_join.run(threads=t).to_arrow()})
+    c.add("Polars", "Polars (join_asof backward by meter, group_by; its thread pool)", pool, tuples,
+          lambda: polars_costs(readings, tariffs, schemas))
     for t in threads:
-        contenders[_label("DuckDB", t)] = lambda t=t: duckdb_costs(readings, tariffs, schemas, t)
-        labels.append((_label("DuckDB", t), "DuckDB (ASOF LEFT JOIN, GROUP BY; SET threads)", t, tuples))
+        c.add("DuckDB", "DuckDB (ASOF LEFT JOIN, GROUP BY; SET threads)", t, tuples,
+              lambda t=t: duckdb_costs(readings, tariffs, schemas, t))
+    contenders, labels = c.runs, c.labels
     equals = {"costs": Equal("costs")}
     best = rounds(contenders, repeat, equals)
     out_rows = f"{equals['costs'].reference.num_rows:,}"

@@ -210,6 +210,20 @@ def table(title: str, header: list[str], rows: list[list[str]], notes: list[str]
     print(flush=True)
 
 
+def read_table(lines: list[str], heading_start: str) -> tuple[list[str], list[list[str]], list[str]]:
+    """What table() printed, read back (the benchmarks' smoke tests check it): the header cells, the
+    rows' cells and the non-empty notes (up to the next heading) under the heading starting with
+    `heading_start`."""
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"### {heading_start}"))
+    assert lines[start + 1] == ""
+    end = next(i for i in range(start + 2, len(lines)) if not lines[i].startswith("|"))
+    header, rule, *rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines[start + 2:end]]
+    assert all(set(c) <= set("-:") for c in rule) and len(rule) == len(header)
+    assert all(len(r) == len(header) for r in rows)
+    stop = next((i for i in range(end, len(lines)) if lines[i].startswith("###")), len(lines))
+    return header, rows, [line for line in lines[end:stop] if line.strip()]
+
+
 def rate(value: float) -> str:
     return f"{value:,.0f}"
 

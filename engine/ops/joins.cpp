@@ -231,21 +231,70 @@ void check_time_types(const Schema& left, const Schema& right, const std::string
   }
 }
 
+// ---- joins of two streams ----------------------------------------------------------------------
+
+// What the interval and as-of joins share: the two ports merged (MergedPorts), the keys of both
+// sides in one id space, the right columns the output takes, and the batches state keeps rows of.
+// A derived class sets output_ (join_schema) and then calls set_null_right().
+class StreamJoin : public MultiInputOperator {
+ public:
+  const std::shared_ptr<const Schema>& output_schema() const override { return output_; }
+  size_t ports() const override { return 2; }
+  const std::shared_ptr<const Schema>& port_schema(size_t port) const override { return port == 0 ? left_ : right_; }
+  int64_t output_bound() const override { return merged_.frontier(); }
+
+ protected:
+  // `order`: the ports' ranks on ties (MergedPorts).
+  StreamJoin(std::shared_ptr<const Schema> left, std::shared_ptr<const Schema> right, const std::string& time,
+             const std::vector<std::string>& keys, const std::string& op, std::vector<uint32_t> order)
+      : left_(std::move(left)),
+        right_(std::move(right)),
+        merged_({"the " + op + "'s left input", "the " + op + "'s right input"}, time, {left_, right_},
+                std::move(order)),
+        keys_(*left_, *right_, keys, op) {
+    check_time_types(*left_, *right_, time, op);
+  }
+
+  // Takes `in` into its port (kept in the port's store, the right side as its output columns).
+  void accept(size_t port, const Batch& in, int64_t bound) {
+    uint64_t tag = 0;
+    if (in.num_rows() > 0) {
+      tag = port == 0 ? left_store_.add(in) : right_store_.add(project(in, right_columns_.columns, right_columns_.payload));
+    }
+    merged_.push(port, in, bound, tag);
+  }
+  // The run's rows were taken: a batch whose rows are all taken keeps only its state's holds.
+  void taken(const MergedPorts::Run& run) {
+    merged_.consume(run, run.length);
+    if (run.last) (run.port == 0 ? left_store_ : right_store_).release(run.tag);
+  }
+  // After a push: batches nobody holds any more go.
+  Batch trimmed(Batch out) {
+    left_store_.trim();
+    right_store_.trim();
+    return out;
+  }
+  void set_null_right() { null_right_ = null_row(right_columns_.payload); }
+
+  std::shared_ptr<const Schema> left_, right_, output_;
+  MergedPorts merged_;
+  JoinKeys keys_;
+  RightColumns right_columns_;
+  Batch null_right_;
+  BatchStore left_store_, right_store_;
+};
+
 // ---- interval join -----------------------------------------------------------------------------
 
-class IntervalJoin final : public MultiInputOperator {
+class IntervalJoin final : public StreamJoin {
  public:
   IntervalJoin(std::shared_ptr<const Schema> left, std::shared_ptr<const Schema> right, const std::string& time,
                std::vector<std::string> on, int64_t lo, int64_t hi, JoinHow how)
-      : left_(std::move(left)),
-        right_(std::move(right)),
+      : StreamJoin(std::move(left), std::move(right), time, on, "join", {}),
         on_(std::move(on)),
         lo_(lo),
         hi_(hi),
-        how_(how),
-        merged_({"the join's left input", "the join's right input"}, time, {left_, right_}),
-        keys_(*left_, *right_, on_, "join") {
-    check_time_types(*left_, *right_, time, "join");
+        how_(how) {
     if (lo_ > hi_) {
       throw Error(ErrorKind::kInvalidInput, "join's within=(lo, hi) needs lo <= hi, got (" + std::to_string(lo_) +
                                                 ", " + std::to_string(hi_) + ")");
@@ -254,7 +303,7 @@ class IntervalJoin final : public MultiInputOperator {
     const DataType time_type = left_->fields[time_].type;
     output_ = join_schema(*left_, *right_, keys_.columns(1), how_ == JoinHow::kLeft,
                           {{time + "_left", time_type, false}}, "join", right_columns_);
-    null_right_ = null_row(right_columns_.payload);
+    set_null_right();
   }
 
   std::string name() const override { return "join"; }
@@ -263,17 +312,9 @@ class IntervalJoin final : public MultiInputOperator {
            " where " + std::to_string(lo_) + " <= right time - left time <= " + std::to_string(hi_);
   }
   Selectivity selectivity() const override { return Selectivity::kAny; }
-  const std::shared_ptr<const Schema>& output_schema() const override { return output_; }
-  size_t ports() const override { return 2; }
-  const std::shared_ptr<const Schema>& port_schema(size_t port) const override { return port == 0 ? left_ : right_; }
-  int64_t output_bound() const override { return merged_.frontier(); }
 
   Batch push(size_t port, const Batch& in, int64_t bound) override {
-    uint64_t tag = 0;
-    if (in.num_rows() > 0) {
-      tag = port == 0 ? left_store_.add(in) : right_store_.add(project(in, right_columns_.columns, right_columns_.payload));
-    }
-    merged_.push(port, in, bound, tag);
+    accept(port, in, bound);
     while (std::optional<MergedPorts::Run> run = merged_.next()) {
       const Batch keys = keys_.view(run->port, *run->batch);
       for (int64_t i = 0; i < run->length; ++i) {
@@ -287,14 +328,10 @@ class IntervalJoin final : public MultiInputOperator {
           take_right(t, key, ref);
         }
       }
-      merged_.consume(*run, run->length);
-      if (run->last) (run->port == 0 ? left_store_ : right_store_).release(run->tag);
+      taken(*run);
     }
     expire(merged_.frontier());
-    Batch out = emit();
-    left_store_.trim();
-    right_store_.trim();
-    return out;
+    return trimmed(emit());
   }
 
  private:
@@ -415,16 +452,10 @@ class IntervalJoin final : public MultiInputOperator {
     return combine(output_, l, time_, r, built);
   }
 
-  std::shared_ptr<const Schema> left_, right_, output_;
   std::vector<std::string> on_;
   int64_t lo_, hi_;
   JoinHow how_;
   size_t time_ = 0;
-  MergedPorts merged_;
-  JoinKeys keys_;
-  RightColumns right_columns_;
-  Batch null_right_;
-  BatchStore left_store_, right_store_;
   std::deque<Left> lefts_;
   uint64_t left_base_ = 0;  // sequence number of lefts_[0]
   std::deque<Right> rights_;
@@ -436,24 +467,18 @@ class IntervalJoin final : public MultiInputOperator {
 
 // ---- as-of join --------------------------------------------------------------------------------
 
-class AsofJoin final : public MultiInputOperator {
+class AsofJoin final : public StreamJoin {
  public:
+  // Ties: a right tuple of the left tuple's time is taken first (equal times count), so the right
+  // port ranks first.
   AsofJoin(std::shared_ptr<const Schema> left, std::shared_ptr<const Schema> right, const std::string& time,
            std::vector<std::string> by, std::optional<int64_t> tolerance)
-      : left_(std::move(left)),
-        right_(std::move(right)),
-        by_(std::move(by)),
-        tolerance_(tolerance),
-        // Ties: a right tuple of the left tuple's time is taken first (equal times count).
-        merged_({"the as-of join's left input", "the as-of join's right input"}, time, {left_, right_}, {1, 0}),
-        keys_(*left_, *right_, by_, "join_asof") {
-    check_time_types(*left_, *right_, time, "join_asof");
+      : StreamJoin(std::move(left), std::move(right), time, by, "join_asof", {1, 0}), tolerance_(tolerance) {
     if (tolerance_ && *tolerance_ < 0) {
       throw Error(ErrorKind::kInvalidInput, "join_asof's tolerance must be >= 0, got " + std::to_string(*tolerance_));
     }
     output_ = join_schema(*left_, *right_, keys_.columns(1), true, {}, "join_asof", right_columns_);
-    null_right_ = null_row(right_columns_.payload);
-    right_time_ = *right_->find(time);
+    set_null_right();
   }
 
   std::string name() const override { return "join_asof"; }
@@ -463,17 +488,9 @@ class AsofJoin final : public MultiInputOperator {
     return d;
   }
   Selectivity selectivity() const override { return Selectivity::kExactlyOne; }
-  const std::shared_ptr<const Schema>& output_schema() const override { return output_; }
-  size_t ports() const override { return 2; }
-  const std::shared_ptr<const Schema>& port_schema(size_t port) const override { return port == 0 ? left_ : right_; }
-  int64_t output_bound() const override { return merged_.frontier(); }
 
   Batch push(size_t port, const Batch& in, int64_t bound) override {
-    uint64_t tag = 0;
-    if (in.num_rows() > 0) {
-      tag = port == 0 ? left_store_.add(in) : right_store_.add(project(in, right_columns_.columns, right_columns_.payload));
-    }
-    merged_.push(port, in, bound, tag);
+    accept(port, in, bound);
     std::vector<std::optional<Ref>> lefts, rights;
     while (std::optional<MergedPorts::Run> run = merged_.next()) {
       const Batch keys = keys_.view(run->port, *run->batch);
@@ -497,8 +514,7 @@ class AsofJoin final : public MultiInputOperator {
         }
         rights.push_back(match);
       }
-      merged_.consume(*run, run->length);
-      if (run->last) (run->port == 0 ? left_store_ : right_store_).release(run->tag);
+      taken(*run);
     }
     Batch out = empty_batch(output_);
     if (!lefts.empty()) {
@@ -506,9 +522,7 @@ class AsofJoin final : public MultiInputOperator {
       out = combine(output_, gather_refs(left_, left_store_, lefts, Batch()), std::nullopt,
                     gather_refs(right_columns_.payload, right_store_, rights, null_right_), none);
     }
-    left_store_.trim();
-    right_store_.trim();
-    return out;
+    return trimmed(std::move(out));
   }
 
  private:
@@ -517,15 +531,7 @@ class AsofJoin final : public MultiInputOperator {
     Ref ref;
   };
 
-  std::shared_ptr<const Schema> left_, right_, output_;
-  std::vector<std::string> by_;
   std::optional<int64_t> tolerance_;
-  MergedPorts merged_;
-  JoinKeys keys_;
-  RightColumns right_columns_;
-  Batch null_right_;
-  size_t right_time_ = 0;
-  BatchStore left_store_, right_store_;
   std::vector<std::optional<Latest>> latest_;  // by key id: the latest right tuple
 };
 

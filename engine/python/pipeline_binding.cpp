@@ -226,9 +226,26 @@ struct SchemaOnly final : BatchSource {
   std::shared_ptr<const Schema> schema_;
 };
 
+// What the operator model says of `op` (the plan's per-operator entry): name, description, kind,
+// selectivity, keys, max_parallelism (1 when it runs on one worker: stateful, or `sequential`) and
+// output schema.
+nb::dict operator_data(const ops::Operator& op, bool sequential) {
+  nb::object import_schema = nb::module_::import_("pyarrow").attr("Schema").attr("_import_from_c_capsule");
+  nb::dict d;
+  d["name"] = op.name();
+  d["description"] = op.describe();
+  d["kind"] = ops::kind_name(op.kind());
+  d["selectivity"] = ops::selectivity_name(op.selectivity());
+  std::vector<std::string> keys;
+  for (size_t c : op.key_columns()) keys.push_back(op.input_schema()->fields[c].name);
+  d["keys"] = keys;
+  d["max_parallelism"] = sequential || op.kind() == ops::OpKind::kStateful ? size_t{1} : op.max_parallelism();
+  d["output_schema"] = import_schema(schema_capsule(*op.output_schema()));
+  return d;
+}
+
 // The plan of a built graph as Python reads it (pyarrow_ops.pipeline.explain formats it).
 nb::dict plan_data(const runtime::Graph& g, const runtime::Plan& p) {
-  nb::object import_schema = nb::module_::import_("pyarrow").attr("Schema").attr("_import_from_c_capsule");
   std::vector<size_t> number(g.nodes.size(), SIZE_MAX);
   nb::list operators, nodes;
   size_t count = 0;
@@ -243,19 +260,9 @@ nb::dict plan_data(const runtime::Graph& g, const runtime::Plan& p) {
     number[i] = count++;
     node["operator"] = number[i];
     nodes.append(node);
-    const ops::Operator& op = *n.op;
-    nb::dict d;
-    d["name"] = op.name();
-    d["description"] = op.describe();
-    d["kind"] = ops::kind_name(op.kind());
-    d["selectivity"] = ops::selectivity_name(op.selectivity());
-    std::vector<std::string> keys;
-    for (size_t c : op.key_columns()) keys.push_back(op.input_schema()->fields[c].name);
-    d["keys"] = keys;
-    const bool sequential = op.kind() == ops::OpKind::kStateful || n.inputs.size() > 1;
-    d["max_parallelism"] = sequential ? size_t{1} : op.max_parallelism();
-    d["output_schema"] = import_schema(schema_capsule(*op.output_schema()));
+    nb::dict d = operator_data(*n.op, n.inputs.size() > 1);
     d["inputs"] = n.inputs;  // graph node indices
+    const ops::Operator& op = *n.op;
     d["preserves_time"] = op.preserves_time(g.time);
     d["region"] = p.region_of[i] >= 0 ? nb::cast(p.region_of[i]) : nb::none();
     d["fused"] = p.fused_of[i] >= 0 ? nb::cast(p.fused_of[i]) : nb::none();
@@ -399,21 +406,8 @@ void bind_pipeline(nb::module_& m) {
       "plan",
       [](nb::capsule schema, std::string time, const std::vector<PySpec>& operators, std::string carry) {
         std::vector<ops::OperatorPtr> ops = build_operators(schema_from(schema), time, operators, carry);
-        nb::object import_schema = nb::module_::import_("pyarrow").attr("Schema").attr("_import_from_c_capsule");
         nb::list out;
-        for (const auto& op : ops) {
-          nb::dict d;
-          d["name"] = op->name();
-          d["description"] = op->describe();
-          d["kind"] = ops::kind_name(op->kind());
-          d["selectivity"] = ops::selectivity_name(op->selectivity());
-          std::vector<std::string> keys;
-          for (size_t c : op->key_columns()) keys.push_back(op->input_schema()->fields[c].name);
-          d["keys"] = keys;
-          d["max_parallelism"] = op->kind() == ops::OpKind::kStateful ? size_t{1} : op->max_parallelism();
-          d["output_schema"] = import_schema(schema_capsule(*op->output_schema()));
-          out.append(d);
-        }
+        for (const auto& op : ops) out.append(operator_data(*op, false));
         return out;
       },
       "schema"_a, "time"_a, "operators"_a, "carry"_a = "",

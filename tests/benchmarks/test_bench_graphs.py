@@ -8,21 +8,14 @@ import pyarrow as pa
 import pytest
 
 from benchmarks import graphs as bench_graphs
+from benchmarks.pipeline import read_table
 
 THREADS = [str(t) for t in bench_graphs.THREADS]
 
 
 def _table(lines: list[str], heading_start: str) -> tuple[list[str], list[list[str]], list[str]]:
-    """The header cells, the rows' cells and the non-empty notes (up to the next heading) of the markdown
-    table under the heading that starts with `heading_start`."""
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"### {heading_start}"))
-    assert lines[start + 1] == ""
-    end = next(i for i in range(start + 2, len(lines)) if not lines[i].startswith("|"))
-    header, rule, *rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines[start + 2:end]]
-    assert all(set(c) <= set("-:") for c in rule) and len(rule) == len(header)
-    assert all(len(r) == len(header) for r in rows)
-    stop = next((i for i in range(end, len(lines)) if lines[i].startswith("###")), len(lines))
-    return header, rows, [line for line in lines[end:stop] if line.strip() and not line.startswith("All outputs")]
+    header, rows, notes = read_table(lines, heading_start)
+    return header, rows, [line for line in notes if not line.startswith("All outputs")]
 
 
 def _number(cell: str) -> float:

@@ -7,20 +7,8 @@ import sys
 import pytest
 
 from benchmarks import pipeline as bench_pipeline
+from benchmarks.pipeline import read_table
 from pyarrow_ops.pipeline import PARTITIONINGS, REORDERS, SCHEDULERS
-
-
-def _table(lines: list[str], heading_start: str) -> tuple[list[str], list[list[str]], list[str]]:
-    """The header cells, the rows' cells and the notes (up to the next heading) of the markdown table under
-    the heading that starts with `heading_start`."""
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"### {heading_start}"))
-    assert lines[start + 1] == ""
-    end = next(i for i in range(start + 2, len(lines)) if not lines[i].startswith("|"))
-    header, rule, *rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines[start + 2:end]]
-    assert all(set(c) <= set("-:") for c in rule) and len(rule) == len(header)
-    assert all(len(r) == len(header) for r in rows)
-    stop = next((i for i in range(end, len(lines)) if lines[i].startswith("###")), len(lines))
-    return header, rows, [line for line in lines[end:stop] if line.strip()]
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +18,7 @@ def output() -> list[str]:
 
 
 def test_reordering_table(output):
-    header, rows, notes = _table(output, "1. Reordering")
+    header, rows, notes = read_table(output, "1. Reordering")
     assert header[3:6] == ["non-blocking", "locked", "nb / locked"]
     names = [name for name, _, _ in bench_pipeline.reorder_workloads(bench_pipeline.QUICK)]
     assert [(r[0], r[2]) for r in rows] == [(n, str(t)) for n in names for t in bench_pipeline.THREADS]
@@ -40,13 +28,13 @@ def test_reordering_table(output):
 
 
 def test_partitioning_tables(output):
-    header, rows, notes = _table(output, "2a. Partitioning under skew")
+    header, rows, notes = read_table(output, "2a. Partitioning under skew")
     assert header[:2] == ["sigma", "heaviest key"]
     assert header[2:] == [f"{s} {c}" for s in PARTITIONINGS for c in ("1w", "2w", "2/1")]
     assert [r[0] for r in rows] == ["uniform", "1", "0.3", "0.1"]
     assert "checked equal" in notes[0].lower() and notes[0].count("(6 outputs)") == len(bench_pipeline.SIGMAS)
 
-    header, rows, notes = _table(output, "2b. Partitioning: processing latency")
+    header, rows, notes = read_table(output, "2b. Partitioning: processing latency")
     assert header[:2] == ["cost us/tuple", "scheme"] and header[5:7] == ["p50 us", "p99 us"]
     assert [(r[0], r[1]) for r in rows] == [(c, s) for c in ("10", "100", "1000") for s in PARTITIONINGS]
     assert all(int(r[-1]) > 0 for r in rows)  # result batches measured
@@ -54,19 +42,19 @@ def test_partitioning_tables(output):
 
 
 def test_heuristics_tables(output):
-    header, rows, notes = _table(output, "3a. Scheduling heuristics")
+    header, rows, notes = read_table(output, "3a. Scheduling heuristics")
     assert header == ["query", "shape", "workers", *SCHEDULERS]
     assert [(r[0], r[1], r[2]) for r in rows] == [
         (q, " -> ".join(shape), str(t)) for q, shape in bench_pipeline.QUERIES.items() for t in bench_pipeline.THREADS]
     assert notes[0].startswith("Checked equal") and "Per-tuple costs" in notes[1]
 
-    header, rows, _ = _table(output, "3b. Scheduling heuristics: latency")
+    header, rows, _ = read_table(output, "3b. Scheduling heuristics: latency")
     assert header == ["query", "workers", *SCHEDULERS]
     assert all(len(cell.split(" / ")) == 2 for r in rows for cell in r[2:])
 
 
 def test_bars_table(output):
-    header, rows, _ = _table(output, "4. The issue's bars")
+    header, rows, _ = read_table(output, "4. The issue's bars")
     assert header == ["bar", "measured", "verdict", "outputs"]
     assert len(rows) == 2 + 2 + 2  # speedup (stateless, hybrid), overhead (two chains), p99 (1 and 2 workers)
     assert all(r[2] in ("met", "missed") for r in rows)

@@ -178,24 +178,27 @@ std::vector<ops::OperatorPtr> build(const std::vector<OpSpec>& specs) {
   return out;
 }
 
+// One operator over a whole stream, then finish(): the sequential run of a graph node.
+Rows once(const ops::OperatorPtr& op, const Rows& input) {
+  op->set_partitions(1);
+  Batch b = make(input);
+  Rows out;
+  if (op->kind() == ops::OpKind::kPartitioned) {
+    std::vector<int64_t> rows(input.size());
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
+    out = read(op->process_rows(b, rows, 0).batch);
+  } else {
+    out = read(op->process(b));
+  }
+  Rows fin = read(op->finish());
+  for (size_t i = 0; i < fin.size(); ++i) out.add(fin, i);
+  return out;
+}
+
 // The sequential run: each operator once over the whole stream, then finish.
 Rows sequential(const std::vector<OpSpec>& specs, const Rows& input) {
   Rows cur = input;
-  for (auto& op : build(specs)) {
-    op->set_partitions(1);
-    Batch b = make(cur);
-    Rows out;
-    if (op->kind() == ops::OpKind::kPartitioned) {
-      std::vector<int64_t> rows(cur.size());
-      for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
-      out = read(op->process_rows(b, rows, 0).batch);
-    } else {
-      out = read(op->process(b));
-    }
-    Rows fin = read(op->finish());
-    for (size_t i = 0; i < fin.size(); ++i) out.add(fin, i);
-    cur = out;
-  }
+  for (auto& op : build(specs)) cur = once(op, cur);
   return cur;
 }
 
@@ -387,23 +390,6 @@ TEST(stats_count_tuples_per_operator) {
 
 namespace {
 
-// One operator over a whole stream, then finish(): the sequential run of a graph node.
-Rows once(const ops::OperatorPtr& op, const Rows& input) {
-  op->set_partitions(1);
-  Batch b = make(input);
-  Rows out;
-  if (op->kind() == ops::OpKind::kPartitioned) {
-    std::vector<int64_t> rows(input.size());
-    for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
-    out = read(op->process_rows(b, rows, 0).batch);
-  } else {
-    out = read(op->process(b));
-  }
-  Rows fin = read(op->finish());
-  for (size_t i = 0; i < fin.size(); ++i) out.add(fin, i);
-  return out;
-}
-
 void append(Rows& all, const Batch& b) {
   Rows r = read(b);
   for (size_t i = 0; i < r.size(); ++i) all.add(r, i);
@@ -489,11 +475,9 @@ TEST(random_graphs_equal_the_sequential_run) {
   CHECK_EQ(configs, 8 * 3 * 3);
 }
 
-// An output nobody reads holds at most max_inflight batches; the run then waits, and reading both
-// together lets both finish with the whole stream.
-TEST(an_output_nobody_reads_bounds_memory_and_the_run_waits) {
-  std::mt19937_64 rng(5);
-  const Rows input = random_input(rng, 20000, 5);
+// A run with two outputs: a stateless operator over `input`, and the input itself; 2 workers, at
+// most 16 morsels alive.
+std::unique_ptr<runtime::Pipeline> two_outputs(std::mt19937_64& rng, const Rows& input) {
   runtime::Graph g;
   g.time = "t";
   g.sources.push_back(std::make_unique<ListSource>(tkvh(), split(rng, input)));
@@ -504,7 +488,16 @@ TEST(an_output_nobody_reads_bounds_memory_and_the_run_waits) {
   o.threads = 2;
   o.max_inflight = 16;
   o.morsel_rows = 100;
-  runtime::Pipeline p(std::move(g), o);
+  return std::make_unique<runtime::Pipeline>(std::move(g), o);
+}
+
+// An output nobody reads holds at most max_inflight batches; the run then waits, and reading both
+// together lets both finish with the whole stream.
+TEST(an_output_nobody_reads_bounds_memory_and_the_run_waits) {
+  std::mt19937_64 rng(5);
+  const Rows input = random_input(rng, 20000, 5);
+  const auto run = two_outputs(rng, input);
+  runtime::Pipeline& p = *run;
   size_t first = 0;
   for (int i = 0; i < 5; ++i) {
     auto b = p.next(0);
@@ -527,17 +520,8 @@ TEST(an_output_nobody_reads_bounds_memory_and_the_run_waits) {
 TEST(a_discarded_output_never_holds_the_run_back) {
   std::mt19937_64 rng(6);
   const Rows input = random_input(rng, 20000, 5);
-  runtime::Graph g;
-  g.time = "t";
-  g.sources.push_back(std::make_unique<ListSource>(tkvh(), split(rng, input)));
-  g.nodes.push_back({nullptr, {}, 0});
-  g.nodes.push_back({std::make_shared<TestOp>(ops::OpKind::kStateless, ops::Selectivity::kExactlyOne, 0, false), {0}, 0});
-  g.outputs = {1, 0};
-  runtime::PipelineOptions o;
-  o.threads = 2;
-  o.max_inflight = 16;
-  o.morsel_rows = 100;
-  runtime::Pipeline p(std::move(g), o);
+  const auto run = two_outputs(rng, input);
+  runtime::Pipeline& p = *run;
   p.discard(1);
   size_t rows = 0;
   while (auto b = p.next(0)) rows += static_cast<size_t>(b->num_rows());
