@@ -12,6 +12,7 @@ the worker probe), ``partitioning`` how rows are placed on partitions in order (
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from time import perf_counter_ns as time_ns
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -601,7 +602,8 @@ def _sub_numbers(rows: pa.Array, last: list[int]) -> pa.Array:
 
 def _stage_udf(
     stage: _Stage,
-    index: int,
+    name: str,
+    first: bool,
     spark_in: pa.Schema,
     engine_in: pa.Schema,
     sequence: list[str],
@@ -609,13 +611,14 @@ def _stage_udf(
     time: str,
     threads: int | None,
 ) -> tuple[Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], pa.Schema, pa.Schema, list[str]]:
-    """The mapInArrow function of stage ``index``, its output schema (as Spark sees it and as the
-    engine produces it) and the sequence columns after it.
+    """The mapInArrow function of a stage, its output schema (as Spark sees it and as the engine
+    produces it) and the sequence columns after it; ``name`` prefixes the sequence columns it adds
+    (``__pao_s<k>``, unique in the query).
 
     ``spark_in``: the batches Spark hands over (data, sequence columns, on the first stage
     ``__pao_input``); ``engine_in``: the data columns with the types the engine gave them (Spark
-    turns uint64 into decimal, which is cast back). The first stage merges its inputs by time;
-    later ones read their rows in sequence order, as sorted by Spark.
+    turns uint64 into decimal, which is cast back). The ``first`` stage over a source merges its
+    inputs by time; the others read their rows in sequence order, as sorted by Spark.
     """
     from pyarrow_ops import _engine
 
@@ -626,11 +629,11 @@ def _stage_udf(
     engine_out = plan[-1]["output_schema"]
     if carry:
         engine_out = engine_out.remove(engine_out.get_field_index(ROW_COLUMN))
-        order = [pa.field(f"__pao_s{index}_{c}", engine_out.field(c).type) for c in stage.finish_order]
-        added = [*order, pa.field(f"__pao_s{index}", pa.int64())]
+        order = [pa.field(f"{name}_{c}", engine_out.field(c).type) for c in stage.finish_order]
+        added = [*order, pa.field(name, pa.int64())]
         kept = [spark_in.field(c).with_nullable(True) for c in sequence]  # null: no producing row
     else:
-        order, added, kept = [], [pa.field(f"__pao_s{index}", pa.int64())], []
+        order, added, kept = [], [pa.field(name, pa.int64())], []
     out_sequence = [f.name for f in (*kept, *added)]
     spark_out = pa.schema([*_for_spark(engine_out), *kept, *added])
 
@@ -641,7 +644,7 @@ def _stage_udf(
         body = table.select(engine_in.names).cast(engine_in)
         if carry:
             body = body.append_column(pa.field(ROW_COLUMN, pa.int64()), pa.array(range(table.num_rows), pa.int64()))
-        if index == 0:  # the inputs, merged by the engine
+        if first:  # the inputs, merged by the engine
             stage_run, merge = pipeline.with_inputs(_by_input(table, inputs, body)), True
         else:
             stage_run, merge = pipeline.with_inputs([body]), False
@@ -671,15 +674,15 @@ def _stage_udf(
 
 
 def run(
-    pipeline: Pipeline,
-    inputs: DataFrame | Sequence[DataFrame],
+    pipeline: Pipeline | Mapping[str, Pipeline],
+    inputs: DataFrame | Sequence[DataFrame] | Mapping[Pipeline, DataFrame | Sequence[DataFrame]],
     *,
     input_column: str | None = None,
     order_by: str | None = None,
     partitions: int | None = None,
     threads: int | None = None,
     ordered: bool = True,
-) -> DataFrame:
+) -> DataFrame | dict[str, DataFrame]:
     """Runs a :class:`pyarrow_ops.Pipeline`'s operators on Spark DataFrames: the table an
     in-process ``pipeline.run()`` over the same data gives, in the same order.
 
@@ -701,11 +704,38 @@ def run(
     attaches. Unsigned integer columns come back as Spark's types (uint64 as decimal(20, 0)). A
     ``map_batches`` function that does not return one row per input row is called again row by
     row on the batches where it does not, to match output rows to their input rows.
+
+    Graphs (docs/graphs.md): pass a mapping of names to pipelines (a dict of DataFrames comes back),
+    or one pipeline with a union or join upstream (one DataFrame), and ``inputs`` as a mapping of
+    each source pipeline (``po.Pipeline(...)``, as built) to its DataFrame or list of DataFrames; a
+    graph of one source also takes them as for a chain. The graph is planned as in-process (the
+    same regions as stages) and every output is the table ``po.run`` gives, row for row
+    (pyarrow_ops/spark/graphs.py explains how). ``input_column``, ``order_by`` and ``ordered=False``
+    are for chains only.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
     from pyarrow_ops import _engine
+
+    if isinstance(pipeline, Mapping) or not pipeline.is_chain:
+        from pyarrow_ops.pipeline import _Graph
+        from pyarrow_ops.spark.graphs import run_graph
+
+        if input_column is not None or order_by is not None or not ordered:
+            raise _engine.UsageError("input_column, order_by and ordered=False are for chains; a graph's sources "
+                                     "number their rows as Spark hands them over and its outputs are sorted")
+        outputs = dict(pipeline) if isinstance(pipeline, Mapping) else {"result": pipeline}
+        if not isinstance(inputs, Mapping):
+            graph = _Graph(outputs)
+            if len(graph.inputs) != 1:
+                raise TypeError(f"this graph reads {len(graph.inputs)} sources: pass inputs as a mapping of each "
+                                "source pipeline to its DataFrame(s)")
+            sole = Pipeline.from_steps((), time=graph.time)
+            sole._inputs = graph.inputs[0]
+            inputs = {sole: inputs}
+        result = run_graph(outputs, inputs, partitions=partitions, threads=threads)
+        return result if isinstance(pipeline, Mapping) else result["result"]
 
     steps, time = pipeline.steps, pipeline.time
     if not steps:
@@ -722,25 +752,42 @@ def run(
     df = tagged.withColumn(TIME_COLUMN, F.col(time))
     sequence = [TIME_COLUMN, INPUT_COLUMN, POSITION_COLUMN]
     n = partitions or df.sparkSession.sparkContext.defaultParallelism
+    df, sequence, _ = _run_stages(df, stages, engine_in, sequence, n_inputs, time, threads, n, itertools.count(),
+                                  from_source=True)
+    if not ordered:
+        return _lazy(df.drop(*sequence), "run")
+    return _sorted(df, [F.asc_nulls_last(c) for c in sequence], n).drop(*sequence)
+
+
+def _run_stages(df: DataFrame, stages: list[_Stage], engine_in: pa.Schema, sequence: list[str], inputs: int,
+                time: str, threads: int | None, partitions: int, names: Iterator[int], *,
+                from_source: bool) -> tuple[DataFrame, list[str], pa.Schema]:
+    """``df`` through ``stages``: each repartitioned by its key (one partition for a stateful one,
+    with a warning), sorted within partitions in sequence order, run by mapInArrow; returns the
+    result, its sequence columns and its data columns' engine schema. ``names`` numbers the stages
+    of the whole query. ``from_source``: ``df`` holds a source's tagged inputs, which the first stage
+    merges by time."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
     for index, stage in enumerate(stages):
         if stage.single:
             warnings.warn(f"pyarrow_ops.spark.run: stage {index} ({stage.describe()}) has a stateful operator, "
                           "which needs every row in order: it runs in one Spark partition (one Python worker)",
-                          stacklevel=2)
+                          stacklevel=3)
             df = df.repartition(1)
         elif stage.key:
-            df = df.repartition(n, *[F.col(k) for k in stage.key])
+            df = df.repartition(partitions, *[F.col(k) for k in stage.key])
         else:
-            df = df.repartition(n)
-        order = [INPUT_COLUMN, POSITION_COLUMN] if index == 0 else sequence
+            df = df.repartition(partitions)
+        first = from_source and index == 0
+        order = [INPUT_COLUMN, POSITION_COLUMN] if first else sequence
         df = df.sortWithinPartitions(*[F.asc_nulls_last(c) for c in order])
         spark_in = to_arrow_schema(df.schema, timezone="UTC")
-        fn, spark_out, engine_in, sequence = _stage_udf(stage, index, spark_in, engine_in, sequence, n_inputs,
-                                                        time, threads)
+        fn, spark_out, engine_in, sequence = _stage_udf(stage, f"__pao_s{next(names)}", first, spark_in, engine_in,
+                                                        sequence, inputs, time, threads)
         df = df.mapInArrow(fn, from_arrow_schema(spark_out, prefer_timestamp_ntz=False))
-    if not ordered:
-        return _lazy(df.drop(*sequence), "run")
-    return _sorted(df, [F.asc_nulls_last(c) for c in sequence], n).drop(*sequence)
+    return df, sequence, engine_in
 
 
 def stages(pipeline: Pipeline) -> list[str]:
@@ -765,7 +812,8 @@ def pipeline_udf(
     stage = _Stage()
     stage.steps, stage.single = list(pipeline.steps), True  # the whole chain on the rows as they are
     engine_in = pa.schema([f for f in input_schema if not f.name.startswith("__pao_")])
-    fn, spark_out, _, sequence = _stage_udf(stage, 0, input_schema, engine_in, [], inputs, pipeline.time, threads)
+    fn, spark_out, _, sequence = _stage_udf(stage, "__pao_s0", True, input_schema, engine_in, [], inputs,
+                                             pipeline.time, threads)
     output_schema = pa.schema([f for f in spark_out if f.name not in sequence])
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
