@@ -105,10 +105,16 @@ void WindowOutput::cut_batch() {
   reserve_batch();
 }
 
-// A full batch's room up front (at most 1 Mi rows, for a huge batch_size), so the columns are
-// written once rather than copied as their vectors double.
+// A full batch's room up front, so the columns are written once rather than copied as their
+// vectors double. Not for an unbounded batch (INT64_MAX: the pipeline operator's, one batch per
+// call, cut by take(true)): it holds the windows that closed in one call, usually few, and
+// reserving a large batch for each call allocated and freed megabytes per morsel (8 MiB a
+// column at 1 Mi rows), which churned the allocator for every other operator of the run; it
+// grows as it fills instead.
 void WindowOutput::reserve_batch() {
-  for (ColumnBuilder& b : builders_) b.reserve(std::min<int64_t>(batch_size_, int64_t{1} << 20));
+  constexpr int64_t kLargestReserved = int64_t{1} << 20;
+  if (batch_size_ > kLargestReserved) return;
+  for (ColumnBuilder& b : builders_) b.reserve(batch_size_);
 }
 
 std::optional<Batch> WindowOutput::take(bool flush) {

@@ -20,7 +20,14 @@ from pyarrow_ops import col
 pyspark = pytest.importorskip("pyspark")
 ps = pytest.importorskip("pyarrow_ops.spark")
 
-from test_graphs import _Both  # noqa: E402  (after the skips: it needs only pyarrow_ops)
+import test_graphs  # noqa: E402  (after the skips)
+from test_graphs import _Both  # noqa: E402
+
+# The random graphs' map_batches function lives in test_graphs, which Spark's Python workers cannot
+# import (tests/python is on the driver's path only): ship the module's functions by value.
+from pyspark import cloudpickle  # noqa: E402
+
+cloudpickle.register_pickle_by_value(test_graphs)
 
 RUNS = {"graphs": 0, "outputs": 0}
 
