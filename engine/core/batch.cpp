@@ -2,6 +2,9 @@
 
 #include <cstring>
 #include <new>
+#include <string>
+
+#include "core/error.h"
 
 namespace pao {
 
@@ -25,6 +28,21 @@ void Buffer::reallocate(size_t capacity) {
   if (size_ > 0) std::memcpy(fresh, data_.get(), size_);
   data_.reset(fresh);
   capacity_ = rounded;
+}
+
+Batch side_by_side(std::shared_ptr<const Schema> schema, const Batch& left, const Batch& right) {
+  if (left.num_rows() != right.num_rows()) {
+    throw Error(ErrorKind::kUsage, "side_by_side: " + std::to_string(left.num_rows()) + " rows beside " +
+                                       std::to_string(right.num_rows()));
+  }
+  auto owner = std::make_shared<BatchMemory>();
+  owner->share(left.owner());
+  owner->share(right.owner());
+  std::vector<Column> columns;
+  columns.reserve(left.num_columns() + right.num_columns());
+  for (size_t c = 0; c < left.num_columns(); ++c) columns.push_back(left.column(c));
+  for (size_t c = 0; c < right.num_columns(); ++c) columns.push_back(right.column(c));
+  return Batch(std::move(schema), left.num_rows(), std::move(columns), std::move(owner));
 }
 
 }  // namespace pao

@@ -149,4 +149,8 @@ class BatchMemory {
   std::vector<std::shared_ptr<const void>> shared_;
 };
 
+// `left`'s columns followed by `right`'s (equal row counts), under `schema`, sharing both batches'
+// memory: no copy. Throws kUsage if the row counts differ.
+Batch side_by_side(std::shared_ptr<const Schema> schema, const Batch& left, const Batch& right);
+
 }  // namespace pao

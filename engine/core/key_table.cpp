@@ -15,6 +15,30 @@ namespace {
 
 constexpr uint32_t kEmpty = UINT32_MAX;
 
+// A hash of an encoded key: eight bytes at a time folded by multiply and shift, then a final
+// mix so that the low bits (the slot) depend on every byte. Keys here are short (two 64-bit
+// columns encode in 18 bytes), so a word loop beats a general-purpose byte hash.
+uint64_t hash_bytes(std::string_view key) noexcept {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ key.size();
+  const char* p = key.data();
+  size_t n = key.size();
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  if (n > 0) {
+    uint64_t w = 0;
+    std::memcpy(&w, p, n);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+  }
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return h;
+}
+
 // Inverse of key_order_value(): appends the value to `b`.
 void append_normalized(ColumnBuilder& b, uint64_t v) {
   const DataType& type = b.type();
@@ -202,8 +226,12 @@ void KeyTable::encode(const Batch& batch, int64_t row, std::string& out) const {
       out.push_back('\x00');
       out.push_back('\x00');
     } else {
+      // Big-endian, so bytewise order is numeric order.
       const uint64_t v = key_order_value(type, c, row);
-      for (int b = normalized_bytes(type) - 1; b >= 0; --b) out.push_back(static_cast<char>(v >> (8 * b)));
+      const int w = normalized_bytes(type);
+      char bytes[8];
+      for (int b = 0; b < w; ++b) bytes[b] = static_cast<char>(v >> (8 * (w - 1 - b)));
+      out.append(bytes, static_cast<size_t>(w));
     }
   }
 }
@@ -211,11 +239,13 @@ void KeyTable::encode(const Batch& batch, int64_t row, std::string& out) const {
 std::optional<uint32_t> KeyTable::find(const Batch& batch, int64_t row) const {
   if (columns_.empty()) return 0;
   if (!packed_) {
+    if (count_ == 0) return std::nullopt;
     std::string key;
     encode(batch, row, key);
-    const auto it = ids_.find(key);
-    if (it == ids_.end()) return std::nullopt;
-    return it->second;
+    size_t slot;
+    const uint32_t id = probe_encoded(key, hash_bytes(key), slot);
+    if (id == kEmpty) return std::nullopt;
+    return id;
   }
   const Column& c = batch.column(columns_[0]);
   if (c.validity != nullptr && !c.is_valid(row)) {
@@ -237,14 +267,42 @@ std::optional<uint32_t> KeyTable::find(const Batch& batch, int64_t row) const {
   }
 }
 
+uint32_t KeyTable::probe_encoded(std::string_view key, uint64_t hash, size_t& slot) const noexcept {
+  const size_t mask = slots_.size() - 1;
+  for (size_t s = static_cast<size_t>(hash) & mask;; s = (s + 1) & mask) {
+    const Entry& e = slots_[s];
+    if (e.id == kEmpty) {
+      slot = s;
+      return kEmpty;
+    }
+    if (e.value == hash && encoding(e.id) == key) return e.id;
+  }
+}
+
 uint32_t KeyTable::encoded_id(const Batch& batch, int64_t row) {
   encode(batch, row, scratch_);
-  auto [it, fresh] = ids_.try_emplace(scratch_, static_cast<uint32_t>(count_));
-  if (fresh) {
-    encoded_.push_back(scratch_);
-    ++count_;
+  const uint64_t hash = hash_bytes(scratch_);
+  if (slots_.empty()) rehash_encoded(1024);
+  size_t slot;
+  const uint32_t found = probe_encoded(scratch_, hash, slot);
+  if (found != kEmpty) return found;
+  const auto id = static_cast<uint32_t>(count_++);
+  arena_.append(scratch_);
+  ends_.push_back(arena_.size());
+  hash_of_.push_back(hash);
+  slots_[slot] = {hash, id};
+  if (count_ * 2 > slots_.size()) rehash_encoded(slots_.size() * 2);  // half full at most: short probes
+  return id;
+}
+
+void KeyTable::rehash_encoded(size_t size) {
+  slots_.assign(size, Entry{0, kEmpty});
+  const size_t mask = size - 1;
+  for (uint32_t id = 0; id < hash_of_.size(); ++id) {
+    size_t t = static_cast<size_t>(hash_of_[id]) & mask;
+    while (slots_[t].id != kEmpty) t = (t + 1) & mask;
+    slots_[t] = {hash_of_[id], id};
   }
-  return it->second;
 }
 
 void KeyTable::append(uint32_t id, std::vector<ColumnBuilder>& builders, size_t first) const {
@@ -257,7 +315,7 @@ void KeyTable::append(uint32_t id, std::vector<ColumnBuilder>& builders, size_t 
     }
     return;
   }
-  const std::string& e = encoded_[id];
+  const std::string_view e = encoding(id);
   size_t at = 0;
   for (size_t k = 0; k < columns_.size(); ++k) {
     ColumnBuilder& b = builders[first + k];
@@ -309,7 +367,7 @@ void KeyTable::append_each(const uint32_t* ids, const uint32_t* order, size_t n,
 void KeyTable::sort(const uint32_t* ids, std::vector<uint32_t>& order) {
   const size_t n = order.size();
   if (!packed_) {
-    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return encoded_[ids[a]] < encoded_[ids[b]]; });
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return encoding(ids[a]) < encoding(ids[b]); });
     return;
   }
   // The null key sorts last; every other id has its own normalized value (ids are distinct).

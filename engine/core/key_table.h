@@ -7,12 +7,14 @@
 // number, -0.0 equal to 0.0, strings by UTF-8 bytes). One encoding gives hashing, equality,
 // ordering and, decoded, the output values. A single fixed-width key column (the common case:
 // meter, song, user ids) uses the same order packed into one uint64, looked up in an array
-// indexed by value while the keys lie close together, and in a flat hash table otherwise.
+// indexed by value while the keys lie close together, and in a flat hash table otherwise. Other
+// keys (several columns, strings) keep their encodings back to back in one arena and find them
+// through an open-addressing table of (hash, id): no allocation per key, so a table of millions
+// of keys (per-user sessions) costs its bytes, not a heap node and a string each.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "core/batch.h"
@@ -47,7 +49,7 @@ class KeyTable {
       if (a == null_id_ || b == null_id_) return b == null_id_ && a != b;  // null sorts last
       return value_of_[a] < value_of_[b];
     }
-    return encoded_[a] < encoded_[b];
+    return encoding(a) < encoding(b);  // char_traits<char> compares as unsigned char: bytewise
   }
   // Appends key `id`'s values to builders[first..first + columns).
   void append(uint32_t id, std::vector<ColumnBuilder>& builders, size_t first) const;
@@ -109,10 +111,20 @@ class KeyTable {
   std::vector<uint64_t> seen_;          // sort() of dense values: a bit per value in the range
   std::vector<uint32_t> at_;            // and the position holding each marked value
 
-  // Encoded path.
+  // Encoded path: key id i's encoding is arena_[ends_[i - 1], ends_[i]) (from 0 for i = 0), its
+  // hash hash_of_[i]; slots_ holds (hash, id) pairs (Entry::value = the hash), grown at half full.
+  std::string_view encoding(uint32_t id) const noexcept {
+    const size_t begin = id == 0 ? 0 : ends_[id - 1];
+    return {arena_.data() + begin, ends_[id] - begin};
+  }
+  // The id of the key encoded as `key` with hash `hash`, or kEmpty; `slot` receives where the
+  // probe stopped (the free entry a new key goes to).
+  uint32_t probe_encoded(std::string_view key, uint64_t hash, size_t& slot) const noexcept;
+  void rehash_encoded(size_t size);
   std::string scratch_;
-  std::unordered_map<std::string, uint32_t> ids_;
-  std::vector<std::string> encoded_;
+  std::string arena_;
+  std::vector<uint64_t> ends_;
+  std::vector<uint64_t> hash_of_;
 };
 
 // A hash of each row's key in `columns` of `batch`, out[r] for rows [0, batch.num_rows()): rows

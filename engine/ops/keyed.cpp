@@ -46,13 +46,6 @@ struct Session {
   }
 };
 
-// The output of rows `rows` of `in` that each produced one row: those input rows plus the new
-// columns, and the rows themselves as the source rows.
-Piece one_per_row(const std::shared_ptr<const Schema>& input, const std::shared_ptr<const Schema>& output,
-                  const Batch& in, std::span<const int64_t> rows, std::vector<ColumnBuilder>& added) {
-  return {add_columns(output, take_rows(input, in, rows), added), std::vector<int64_t>(rows.begin(), rows.end())};
-}
-
 // The time column of an operator that reads it only to check the order: none when `time` is
 // empty or not in the schema.
 std::optional<TimeColumn> order_time(const Schema& schema, const std::string& time, const std::string& op) {
@@ -69,17 +62,17 @@ void check_gap(int64_t gap, const std::string& op) {
 
 // --- sessionize -------------------------------------------------------------------------------
 
-class Sessionize final : public PartitionedOperator<KeyedPart<Session>> {
+class Sessionize final : public AppendingOperator<KeyedPart<Session>> {
  public:
   Sessionize(std::shared_ptr<const Schema> input, std::vector<std::string> keys, std::string time, int64_t gap,
              std::string name)
-      : PartitionedOperator(input, find_keys(*input, keys, "sessionize")),
+      : AppendingOperator(input, find_keys(*input, keys, "sessionize")),
         key_names_(std::move(keys)),
         time_(find_time(*input_, time, "sessionize")),
         gap_(gap),
         column_(std::move(name)) {
     check_gap(gap_, "sessionize");
-    output_ = extend_schema(*input_, {{column_, of(TypeId::kInt64), false}}, "sessionize", "pass another name");
+    append_fields({{column_, of(TypeId::kInt64), false}}, "sessionize", "pass another name");
     set_partitions(1);
   }
 
@@ -88,19 +81,20 @@ class Sessionize final : public PartitionedOperator<KeyedPart<Session>> {
     return "'" + column_ + "' = session number per key " + quoted_list(key_names_) + ", a new session after a gap > " +
            std::to_string(gap_) + " in '" + time_.name + "'";
   }
-  Selectivity selectivity() const override { return Selectivity::kExactlyOne; }
 
-  Piece process_rows(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
+  Batch process_appended(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
     auto& part = this->part(partition, in);
     std::vector<ColumnBuilder> added = builders_of({of(TypeId::kInt64)});
-    for (int64_t r : rows) {
+    auto* out = reinterpret_cast<int64_t*>(added[0].append_fixed_n(static_cast<int64_t>(rows.size())));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const int64_t r = rows[i];
       Session& s = part.of(in, r);
       const int64_t t = time_.at(in, r);
       if (s.number >= 0 && t < s.last) time_.went_back(r, t, s.last);
       s.advance(t, gap_);
-      added[0].append_fixed(&s.number);
+      out[i] = s.number;
     }
-    return one_per_row(input_, output_, in, rows, added);
+    return appended(rows, added);
   }
 
  private:
@@ -134,13 +128,13 @@ struct PreviousPart {
 
 // lag and delta: both remember each column's value in the key's previous tuple and differ only in
 // what they make of it.
-class LagDelta final : public PartitionedOperator<PreviousPart> {
+class LagDelta final : public AppendingOperator<PreviousPart> {
  public:
   enum class Mode : uint8_t { kLag, kDelta };
 
   LagDelta(Mode mode, std::shared_ptr<const Schema> input, std::vector<std::string> keys,
            std::optional<std::string> time, std::vector<std::string> columns, const std::string& suffix)
-      : PartitionedOperator(input, find_keys(*input, keys, mode == Mode::kLag ? "lag" : "delta")),
+      : AppendingOperator(input, find_keys(*input, keys, mode == Mode::kLag ? "lag" : "delta")),
         mode_(mode),
         key_names_(std::move(keys)),
         names_(std::move(columns)) {
@@ -167,7 +161,7 @@ class LagDelta final : public PartitionedOperator<PreviousPart> {
                                                      "; delta needs a numeric, date or timestamp column");
       }
     }
-    output_ = extend_schema(*input_, added, op, "pass another suffix");
+    append_fields(added, op, "pass another suffix");
     set_partitions(1);
   }
 
@@ -176,9 +170,8 @@ class LagDelta final : public PartitionedOperator<PreviousPart> {
     return std::string(mode_ == Mode::kLag ? "previous value" : "difference from the previous value") + " of " +
            quoted_list(names_) + " per key " + quoted_list(key_names_);
   }
-  Selectivity selectivity() const override { return Selectivity::kExactlyOne; }
 
-  Piece process_rows(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
+  Batch process_appended(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
     PreviousPart& part = this->part(partition, in);
     const size_t n = columns_.size();
     std::vector<ColumnBuilder> added;
@@ -211,7 +204,7 @@ class LagDelta final : public PartitionedOperator<PreviousPart> {
         }
       }
     }
-    return one_per_row(input_, output_, in, rows, added);
+    return appended(rows, added);
   }
 
  private:
@@ -273,11 +266,11 @@ struct RunningPart {
 
 // Running aggregates reuse aggregate()'s states: a key's slot is the state of one window that
 // never closes, all of its tuples in one slice, emitted after every tuple.
-class Running final : public PartitionedOperator<RunningPart> {
+class Running final : public AppendingOperator<RunningPart> {
  public:
   Running(std::shared_ptr<const Schema> input, std::vector<std::string> keys, std::vector<window::AggSpec> aggs,
           const std::string& time)
-      : PartitionedOperator(input, find_keys(*input, keys, "running")),
+      : AppendingOperator(input, find_keys(*input, keys, "running")),
         key_names_(std::move(keys)),
         specs_(std::move(aggs)),
         time_(order_time(*input_, time, "running")) {
@@ -287,7 +280,7 @@ class Running final : public PartitionedOperator<RunningPart> {
       prototypes_.emplace_back(spec, *input_);
       added.push_back({spec.name, prototypes_.back().output_type(), true});
     }
-    output_ = extend_schema(*input_, added, "running", "rename the aggregate");
+    append_fields(added, "running", "rename the aggregate");
     set_partitions(1);
   }
 
@@ -299,9 +292,8 @@ class Running final : public PartitionedOperator<RunningPart> {
     }
     return aggs + " per key " + quoted_list(key_names_) + " so far";
   }
-  Selectivity selectivity() const override { return Selectivity::kExactlyOne; }
 
-  Piece process_rows(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
+  Batch process_appended(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
     RunningPart& part = this->part(partition, in);
     std::vector<ColumnBuilder> added;
     for (const window::AggStates& a : prototypes_) added.emplace_back(a.output_type());
@@ -315,7 +307,7 @@ class Running final : public PartitionedOperator<RunningPart> {
         a.emit(id, added[j]);
       }
     }
-    return one_per_row(input_, output_, in, rows, added);
+    return appended(rows, added);
   }
 
  private:

@@ -107,6 +107,22 @@ class Operator {
     (void)partition;
     return {};
   }
+  // Partitioned operators of selectivity exactly one whose output row is their input row followed
+  // by columns of their own (sessionize, lag, delta, running) return those columns' schema here
+  // (the output schema is the input's fields, then these) and compute them alone in
+  // process_appended(). The runtime then never copies the input columns: it merges the pieces'
+  // new columns by row and sets them beside the morsel's own, where process_rows() copies every
+  // input column into each piece and the merge copies every column again. Null: not such an
+  // operator.
+  virtual const std::shared_ptr<const Schema>* appended_schema() const { return nullptr; }
+  // The appended columns of rows `rows` (ascending) of `in`, one row each, in `rows`' order, under
+  // *appended_schema(). The contract of process_rows() otherwise: the same calls, the same state.
+  virtual Batch process_appended(const Batch& in, std::span<const int64_t> rows, size_t partition) {
+    (void)in;
+    (void)rows;
+    (void)partition;
+    return {};
+  }
   // After the last input: what the operator still holds (open sessions, windows, top-k), in the
   // order a sequential run would emit it. Called once, by one worker, after every process call
   // has returned. An empty batch (or one of 0 rows) when there is nothing.

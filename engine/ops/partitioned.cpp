@@ -81,6 +81,14 @@ Batch take_rows(const std::shared_ptr<const Schema>& schema, const Batch& in, st
   return gather(schema, std::span(&in, 1), runs);
 }
 
+Batch built_batch(std::shared_ptr<const Schema> schema, int64_t rows, std::vector<ColumnBuilder>& built) {
+  auto owner = std::make_shared<BatchMemory>();
+  std::vector<Column> columns;
+  columns.reserve(built.size());
+  for (ColumnBuilder& b : built) columns.push_back(b.finish(*owner));
+  return Batch(std::move(schema), rows, std::move(columns), std::move(owner));
+}
+
 Batch add_columns(std::shared_ptr<const Schema> schema, const Batch& base, std::vector<ColumnBuilder>& added) {
   // The new columns' memory, sharing base's, so the result owns both.
   auto owner = std::make_shared<BatchMemory>();

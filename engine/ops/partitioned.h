@@ -78,6 +78,9 @@ Batch take_rows(const std::shared_ptr<const Schema>& schema, const Batch& in, st
 // `base`'s columns followed by the builders' (all of base.num_rows() values), under `schema`. The
 // result owns the builders' memory and shares base's; the builders are empty after.
 Batch add_columns(std::shared_ptr<const Schema> schema, const Batch& base, std::vector<ColumnBuilder>& added);
+// The builders' columns (`rows` values each) as a batch under `schema`, owning their memory; the
+// builders are empty after.
+Batch built_batch(std::shared_ptr<const Schema> schema, int64_t rows, std::vector<ColumnBuilder>& built);
 
 // --- State per partition --------------------------------------------------------------------
 
@@ -134,6 +137,36 @@ class PartitionedOperator : public Operator {
 
  private:
   std::vector<std::unique_ptr<Part>> parts_;
+};
+
+// A partitioned operator that appends columns (Operator::appended_schema): derived classes
+// implement process_appended() and set appended_ and output_ with append_fields(); process_rows()
+// follows from them, for callers that want whole rows (a wrapper, a test).
+template <class Part>
+class AppendingOperator : public PartitionedOperator<Part> {
+ public:
+  Selectivity selectivity() const override { return Selectivity::kExactlyOne; }
+  const std::shared_ptr<const Schema>* appended_schema() const override { return &appended_; }
+  Piece process_rows(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
+    const Batch added = this->process_appended(in, rows, partition);
+    return {side_by_side(this->output_, take_rows(this->input_, in, rows), added),
+            std::vector<int64_t>(rows.begin(), rows.end())};
+  }
+
+ protected:
+  using PartitionedOperator<Part>::PartitionedOperator;
+
+  // The output schema, the input's fields then `added`, checked by extend_schema (op, hint).
+  void append_fields(const std::vector<Field>& added, const std::string& op, const std::string& hint) {
+    this->output_ = extend_schema(*this->input_, added, op, hint);
+    appended_ = std::make_shared<const Schema>(Schema{added});
+  }
+  // The appended columns from their builders (rows.size() values each).
+  Batch appended(std::span<const int64_t> rows, std::vector<ColumnBuilder>& built) const {
+    return built_batch(appended_, static_cast<int64_t>(rows.size()), built);
+  }
+
+  std::shared_ptr<const Schema> appended_;
 };
 
 }  // namespace pao::ops

@@ -89,6 +89,9 @@ struct Stage {
   ops::OpKind kind;
   size_t max_parallelism;
   std::vector<size_t> keys;
+  // A partitioned operator's appended columns (Operator::appended_schema), when it computes only
+  // those: its pieces carry them alone, and the merge sets them beside the morsel's columns.
+  std::shared_ptr<const Schema> appended;
   size_t ports = 1;
   bool preserves_time = false;  // outputs carry their input morsel's bound
   std::vector<Edge> consumers;
@@ -240,6 +243,7 @@ void Pipeline::build(Graph graph) {
         st->keys = node.op->key_columns();
         st->op->set_partitions(partitions_);
         st->parts = sync::make_partition_queue<PieceRef>(options_.partitioning, partitions_);
+        if (const auto* appended = node.op->appended_schema()) st->appended = *appended;
         break;
       case ops::OpKind::kStateless:
         st->max_parallelism = node.op->max_parallelism() != 0 ? node.op->max_parallelism() : threads_;
@@ -772,7 +776,11 @@ size_t Pipeline::step(size_t i, size_t worker) {
       if (st.producer_sources > 0 && w->entry_ns.load(std::memory_order_relaxed) == 0)
         w->entry_ns.store(now_ns(), std::memory_order_relaxed);
       try {
-        w->results[k] = st.op->process_rows(w->batch, w->piece_rows[k], w->piece_partition[k]);
+        if (st.appended) {
+          w->results[k].batch = st.op->process_appended(w->batch, w->piece_rows[k], w->piece_partition[k]);
+        } else {
+          w->results[k] = st.op->process_rows(w->batch, w->piece_rows[k], w->piece_partition[k]);
+        }
       } catch (...) {
         // The run fails (the worker's caller records it); the morsel is freed by whoever holds
         // its last piece: us now, or release_all() for pieces still queued.
@@ -785,8 +793,10 @@ size_t Pipeline::step(size_t i, size_t worker) {
       }
       // acq_rel: the last piece to finish must see every other piece's result.
       if (w->pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-      // Merge the pieces by source row: a counting sort over the morsel's rows, then runs of one
-      // piece's consecutive output rows become gather segments.
+      if (st.appended) {
+        complete(i, w, merge_appended(st, *w), st.preserves_time ? w->bound : INT64_MIN);
+        return;
+      }
       // Merge the pieces by source row: a counting sort over the morsel's rows, then runs of one
       // piece's consecutive output rows become gather segments. Pieces without rows (operators
       // may return an empty Piece{} without a schema) take no part.
@@ -849,6 +859,36 @@ size_t Pipeline::step(size_t i, size_t worker) {
   }
   complete(i, w, std::move(out), bound);
   return 1;
+}
+
+// The output of a morsel whose pieces hold only appended columns: piece k's row j belongs to
+// morsel row w.piece_rows[k][j] (exactly one output per row), so the pieces' rows are put in
+// morsel order (a gather of the narrow appended columns alone, none for a single piece) and set
+// beside the morsel's own columns, which are not copied.
+Batch Pipeline::merge_appended(const Stage& st, const Work& w) {
+  Batch added;
+  if (w.results.size() == 1) {
+    added = w.results[0].batch;
+  } else {
+    std::vector<std::pair<uint32_t, int64_t>> order(static_cast<size_t>(w.batch.num_rows()));
+    std::vector<Batch> sources;
+    sources.reserve(w.results.size());
+    for (uint32_t p = 0; p < w.results.size(); ++p) {
+      const std::vector<int64_t>& rows = w.piece_rows[p];
+      for (size_t j = 0; j < rows.size(); ++j) order[static_cast<size_t>(rows[j])] = {p, static_cast<int64_t>(j)};
+      sources.push_back(w.results[p].batch);
+    }
+    std::vector<Segment> segs;
+    for (const auto& [p, j] : order) {
+      if (!segs.empty() && segs.back().source == p && segs.back().start + segs.back().length == j) {
+        ++segs.back().length;
+      } else {
+        segs.push_back({p, j, 1});
+      }
+    }
+    added = gather(st.appended, sources, segs);
+  }
+  return side_by_side(st.op->output_schema(), w.batch, added);
 }
 
 // Stage i is done with Work w whose output is `out`, after which its stream sends nothing below

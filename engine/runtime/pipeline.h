@@ -182,6 +182,7 @@ class Pipeline : public BatchSource {
   size_t run_stage(size_t i, size_t worker);
   size_t step(size_t i, size_t worker);
   void complete(size_t i, Work* w, Batch out, int64_t bound);
+  Batch merge_appended(const Stage& st, const Work& w);
   // An output for `consumers` (cut into their morsels, routed) and for the result queues
   // `outputs`. From a `source` (else null): morsels sized for the workers, each carrying its own
   // last time as bound (a source is sorted); otherwise only the last morsel carries `bound`.
