@@ -119,6 +119,15 @@ KeyTable::KeyTable(const Schema& schema, std::vector<size_t> columns) : columns_
   packed_ = columns_.size() == 1 && types_[0].layout() != Layout::kOffsets32 &&
             types_[0].layout() != Layout::kOffsets64;
   if (packed_) width_ = normalized_bytes(types_[0]);
+  if (!packed_) {
+    for (const DataType& t : types_) {
+      if (is_string(t.id)) {
+        fixed_stride_ = 0;
+        break;
+      }
+      fixed_stride_ += 1 + static_cast<size_t>(normalized_bytes(t));
+    }
+  }
 }
 
 uint32_t KeyTable::add_packed(uint64_t v) {
@@ -208,12 +217,14 @@ void KeyTable::rehash(size_t size) {
 }
 
 void KeyTable::encode(const Batch& batch, int64_t row, std::string& out) const {
-  out.clear();
   for (size_t k = 0; k < columns_.size(); ++k) {
     const Column& c = batch.column(columns_[k]);
     const DataType& type = types_[k];
     if (c.validity != nullptr && !c.is_valid(row)) {
       out.push_back('\x01');  // after every value's '\x00': nulls last
+      // A fixed-width column's null keeps the value's width (zeros), so every key of such columns
+      // has one length (ids() writes them column by column).
+      if (!is_string(type.id)) out.append(static_cast<size_t>(normalized_bytes(type)), '\x00');
       continue;
     }
     out.push_back('\x00');
@@ -241,7 +252,7 @@ std::optional<uint32_t> KeyTable::find(const Batch& batch, int64_t row) const {
   if (!packed_) {
     if (count_ == 0) return std::nullopt;
     std::string key;
-    encode(batch, row, key);
+    encode(batch, row, key);  // appends to the empty string
     size_t slot;
     const uint32_t id = probe_encoded(key, hash_bytes(key), slot);
     if (id == kEmpty) return std::nullopt;
@@ -267,6 +278,114 @@ std::optional<uint32_t> KeyTable::find(const Batch& batch, int64_t row) const {
   }
 }
 
+namespace {
+// How many rows ahead ids() requests table entries: enough to overlap several misses, few enough
+// that the requested lines are still cached when their row comes.
+constexpr size_t kPrefetchAhead = 8;
+}  // namespace
+
+void KeyTable::ids(const Batch& batch, std::span<const int64_t> rows, std::vector<uint32_t>& out) {
+  const size_t n = rows.size();
+  out.resize(n);
+  if (columns_.empty()) {
+    std::fill(out.begin(), out.end(), 0u);
+    return;
+  }
+  if (packed_) {
+    const Column& c = batch.column(columns_[0]);
+    const DataType& type = types_[0];
+    bulk_values_.resize(n);
+    const bool wide = type.byte_width() == 8 && is_signed_storage(type.id) && type.layout() == Layout::kFixed;
+    for (size_t i = 0; i < n; ++i) {
+      // int64 and timestamp keys (the common case) inline; other types through the general read.
+      bulk_values_[i] = wide ? static_cast<uint64_t>(static_cast<const int64_t*>(c.values)[c.offset + rows[i]]) +
+                                   (uint64_t{1} << 63)
+                             : key_order_value(type, c, rows[i]);
+    }
+    const bool nullable = c.validity != nullptr;
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kPrefetchAhead < n) {
+        const uint64_t v = bulk_values_[i + kPrefetchAhead];
+        if (dense_on_) {
+          const uint64_t d = v - dense_lo_;
+          if (d < dense_.size()) __builtin_prefetch(&dense_[static_cast<size_t>(d)]);
+        } else {
+          __builtin_prefetch(&slots_[static_cast<size_t>((v * 0x9E3779B97F4A7C15ULL) >> 20) & (slots_.size() - 1)]);
+        }
+      }
+      if (nullable && !c.is_valid(rows[i])) {
+        if (null_id_ == kEmpty) null_id_ = add_packed(0);
+        out[i] = null_id_;
+        continue;
+      }
+      const uint64_t v = bulk_values_[i];
+      if (dense_on_) {
+        const uint64_t d = v - dense_lo_;
+        out[i] = d < dense_.size() && dense_[d] != kEmpty ? dense_[d] : dense_miss(v);
+      } else {
+        out[i] = hashed_id(v);
+      }
+    }
+    return;
+  }
+  // Encoded keys: every row's encoding into scratch_, back to back, with its hash.
+  scratch_.clear();
+  bulk_values_.resize(n);
+  bulk_ends_.resize(n);
+  if (fixed_stride_ > 0) {
+    // Fixed-width columns only: every encoding has fixed_stride_ bytes, so each column writes its
+    // part of every row's encoding in one loop (encode()'s bytes: a null flag, then the value
+    // big-endian).
+    scratch_.resize(n * fixed_stride_);
+    size_t at = 0;
+    for (size_t k = 0; k < columns_.size(); ++k) {
+      const Column& c = batch.column(columns_[k]);
+      const DataType& type = types_[k];
+      const int w = normalized_bytes(type);
+      const bool nullable = c.validity != nullptr;
+      for (size_t i = 0; i < n; ++i) {
+        char* to = scratch_.data() + i * fixed_stride_ + at;
+        if (nullable && !c.is_valid(rows[i])) {
+          to[0] = '\x01';
+          std::memset(to + 1, 0, static_cast<size_t>(w));  // equal keys, equal bytes
+          continue;
+        }
+        to[0] = '\x00';
+        const uint64_t v = key_order_value(type, c, rows[i]);
+        for (int b = 0; b < w; ++b) to[1 + b] = static_cast<char>(v >> (8 * (w - 1 - b)));
+      }
+      at += 1 + static_cast<size_t>(w);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      bulk_ends_[i] = (i + 1) * fixed_stride_;
+      bulk_values_[i] = hash_bytes(std::string_view(scratch_.data() + i * fixed_stride_, fixed_stride_));
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      const size_t begin = scratch_.size();
+      encode(batch, rows[i], scratch_);
+      bulk_ends_[i] = scratch_.size();
+      bulk_values_[i] = hash_bytes(std::string_view(scratch_).substr(begin));
+    }
+  }
+  if (slots_.empty()) rehash_encoded(1024);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchAhead < n) {
+      __builtin_prefetch(&slots_[static_cast<size_t>(bulk_values_[i + kPrefetchAhead]) & (slots_.size() - 1)]);
+    }
+    const size_t begin = i == 0 ? 0 : bulk_ends_[i - 1];
+    const std::string_view key(scratch_.data() + begin, bulk_ends_[i] - begin);
+    const uint64_t hash = bulk_values_[i];
+    size_t slot;
+    const uint32_t found = probe_encoded(key, hash, slot);
+    if (found != kEmpty) {
+      out[i] = found;
+      continue;
+    }
+    out[i] = insert_encoded(key, hash, slot);
+  }
+}
+
 uint32_t KeyTable::probe_encoded(std::string_view key, uint64_t hash, size_t& slot) const noexcept {
   const size_t mask = slots_.size() - 1;
   for (size_t s = static_cast<size_t>(hash) & mask;; s = (s + 1) & mask) {
@@ -280,14 +399,18 @@ uint32_t KeyTable::probe_encoded(std::string_view key, uint64_t hash, size_t& sl
 }
 
 uint32_t KeyTable::encoded_id(const Batch& batch, int64_t row) {
+  scratch_.clear();
   encode(batch, row, scratch_);
   const uint64_t hash = hash_bytes(scratch_);
   if (slots_.empty()) rehash_encoded(1024);
   size_t slot;
   const uint32_t found = probe_encoded(scratch_, hash, slot);
-  if (found != kEmpty) return found;
+  return found != kEmpty ? found : insert_encoded(scratch_, hash, slot);
+}
+
+uint32_t KeyTable::insert_encoded(std::string_view key, uint64_t hash, size_t slot) {
   const auto id = static_cast<uint32_t>(count_++);
-  arena_.append(scratch_);
+  arena_.append(key);
   ends_.push_back(arena_.size());
   hash_of_.push_back(hash);
   slots_[slot] = {hash, id};
@@ -319,11 +442,12 @@ void KeyTable::append(uint32_t id, std::vector<ColumnBuilder>& builders, size_t 
   size_t at = 0;
   for (size_t k = 0; k < columns_.size(); ++k) {
     ColumnBuilder& b = builders[first + k];
+    const DataType& type = types_[k];
     if (e[at++] == '\x01') {
       b.append_null();
+      if (!is_string(type.id)) at += static_cast<size_t>(normalized_bytes(type));  // the zeros in its place
       continue;
     }
-    const DataType& type = types_[k];
     if (is_string(type.id)) {
       std::string value;
       for (;;) {
@@ -447,6 +571,16 @@ void key_hashes(const Batch& batch, const std::vector<size_t>& columns, std::vec
     const Column& col = batch.column(c);
     const DataType& type = batch.schema()->fields[c].type;
     constexpr uint64_t kNullHash = 0x5bd1e9955bd1e995ull;
+    if (!col.may_have_nulls() && type.layout() == Layout::kFixed && type.byte_width() == 8 &&
+        is_signed_storage(type.id)) {
+      // int64 and timestamp keys without nulls (ids, the common case): key_order_value inlined.
+      const int64_t* v = static_cast<const int64_t*>(col.values) + col.offset;
+      for (int64_t r = 0; r < n; ++r) {
+        const uint64_t h = static_cast<uint64_t>(v[r]) + (uint64_t{1} << 63);
+        out[static_cast<size_t>(r)] = mix(out[static_cast<size_t>(r)] ^ (h + 0x9e3779b97f4a7c15ull));
+      }
+      continue;
+    }
     for (int64_t r = 0; r < n; ++r) {
       uint64_t h;
       if (!col.is_valid(r)) {

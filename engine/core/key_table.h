@@ -13,6 +13,7 @@
 // of keys (per-user sessions) costs its bytes, not a heap node and a string each.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,12 @@ class KeyTable {
     if (packed_) return packed_id(batch.column(columns_[0]), row);
     return encoded_id(batch, row);
   }
+  // id() of rows[i] into out[i] for each i (out is resized), new keys numbered in row order: the
+  // bulk path of the partitioned operators. The keys are read column by column (one type dispatch
+  // per column), then looked up with the table entry of a row a few places ahead already
+  // requested from memory, so a table larger than the caches (millions of keys) costs overlapping
+  // misses rather than one full miss per row.
+  void ids(const Batch& batch, std::span<const int64_t> rows, std::vector<uint32_t>& out);
   // The id of row `row`'s key if the table has it, without adding it. Const: several threads may
   // call it at once while nobody calls id() (a lookup table built once, then read).
   std::optional<uint32_t> find(const Batch& batch, int64_t row) const;
@@ -68,7 +75,7 @@ class KeyTable {
  private:
   uint32_t packed_id(const Column& c, int64_t row);
   uint32_t encoded_id(const Batch& batch, int64_t row);
-  // The order-preserving encoding of row `row`'s key (the encoded path) into `out`.
+  // Appends the order-preserving encoding of row `row`'s key (the encoded path) to `out`.
   void encode(const Batch& batch, int64_t row, std::string& out) const;
   uint32_t add_packed(uint64_t normalized);
   // A value outside dense_'s range: widens the range, or leaves the dense path for good.
@@ -120,8 +127,13 @@ class KeyTable {
   // The id of the key encoded as `key` with hash `hash`, or kEmpty; `slot` receives where the
   // probe stopped (the free entry a new key goes to).
   uint32_t probe_encoded(std::string_view key, uint64_t hash, size_t& slot) const noexcept;
+  // Adds the key `key` (hash `hash`) at `slot`, where probe_encoded() stopped; returns its id.
+  uint32_t insert_encoded(std::string_view key, uint64_t hash, size_t slot);
   void rehash_encoded(size_t size);
+  size_t fixed_stride_ = 0;  // the encoding's length when every key column is fixed-width; else 0
   std::string scratch_;
+  std::vector<uint64_t> bulk_values_;  // ids(): the rows' normalized values or hashes
+  std::vector<uint64_t> bulk_ends_;    // ids(), encoded path: each row's encoding's end in scratch_
   std::string arena_;
   std::vector<uint64_t> ends_;
   std::vector<uint64_t> hash_of_;

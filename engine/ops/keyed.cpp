@@ -21,6 +21,8 @@ struct KeyedPart {
   KeyTable keys;
   std::vector<State> states;
 
+  std::vector<uint32_t> ids;  // lookup()'s result
+
   KeyedPart(const Schema& schema, const std::vector<size_t>& key_columns) : keys(schema, key_columns) {}
   // The state of row `row`'s key, a fresh one for a new key.
   State& of(const Batch& in, int64_t row) {
@@ -28,6 +30,16 @@ struct KeyedPart {
     if (id >= states.size()) states.resize(static_cast<size_t>(id) + 1);  // amortized: resize grows geometrically
     return states[id];
   }
+  // The key ids of rows `rows` into `ids` (KeyTable::ids), each with a state (fresh for a new key).
+  void lookup(const Batch& in, std::span<const int64_t> rows) {
+    keys.ids(in, rows, ids);
+    if (keys.size() > states.size()) states.resize(keys.size());
+  }
+  // Requests the state of the row `ahead` places on from memory (see KeyTable::ids).
+  void prefetch(size_t i) const {
+    if (i + kStatesAhead < ids.size()) __builtin_prefetch(&states[ids[i + kStatesAhead]]);
+  }
+  static constexpr size_t kStatesAhead = 8;
 };
 
 // Where a key stands in its run of sessions (sessionize, pairs): a new session starts when a
@@ -86,9 +98,11 @@ class Sessionize final : public AppendingOperator<KeyedPart<Session>> {
     auto& part = this->part(partition, in);
     std::vector<ColumnBuilder> added = builders_of({of(TypeId::kInt64)});
     auto* out = reinterpret_cast<int64_t*>(added[0].append_fixed_n(static_cast<int64_t>(rows.size())));
+    part.lookup(in, rows);
     for (size_t i = 0; i < rows.size(); ++i) {
       const int64_t r = rows[i];
-      Session& s = part.of(in, r);
+      part.prefetch(i);
+      Session& s = part.states[part.ids[i]];
       const int64_t t = time_.at(in, r);
       if (s.number >= 0 && t < s.last) time_.went_back(r, t, s.last);
       s.advance(t, gap_);
@@ -122,6 +136,7 @@ struct PreviousPart {
   KeyTable keys;
   std::vector<Previous> previous;
   KeyTimes times;
+  std::vector<uint32_t> ids;  // KeyTable::ids of the rows at hand
 
   PreviousPart(const Schema& schema, const std::vector<size_t>& key_columns) : keys(schema, key_columns) {}
 };
@@ -176,12 +191,14 @@ class LagDelta final : public AppendingOperator<PreviousPart> {
     const size_t n = columns_.size();
     std::vector<ColumnBuilder> added;
     for (size_t j = 0; j < n; ++j) added.emplace_back(output_->fields[input_->fields.size() + j].type);
-    for (int64_t r : rows) {
-      const uint32_t key = part.keys.id(in, r);
+    part.keys.ids(in, rows, part.ids);
+    if (part.keys.size() * n > part.previous.size()) part.previous.resize(part.keys.size() * n);  // new keys: none valid
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const int64_t r = rows[i];
+      const uint32_t key = part.ids[i];
+      if (i + 8 < rows.size()) __builtin_prefetch(&part.previous[static_cast<size_t>(part.ids[i + 8]) * n]);
       if (time_) part.times.check(key, *time_, in, r);
-      const size_t at = static_cast<size_t>(key) * n;
-      if (at >= part.previous.size()) part.previous.resize(at + n);  // a new key: none valid
-      Previous* previous = &part.previous[at];
+      Previous* previous = &part.previous[static_cast<size_t>(key) * n];
       for (size_t j = 0; j < n; ++j) {
         const Column& c = in.column(columns_[j]);
         const DataType& type = input_->fields[columns_[j]].type;
@@ -259,6 +276,7 @@ struct RunningPart {
   KeyTable keys;
   std::vector<window::AggStates> aggs;
   KeyTimes times;
+  std::vector<uint32_t> ids;  // KeyTable::ids of the rows at hand
 
   RunningPart(const Schema& schema, const std::vector<size_t>& key_columns, const std::vector<window::AggStates>& prototypes)
       : keys(schema, key_columns), aggs(prototypes) {}
@@ -297,13 +315,21 @@ class Running final : public AppendingOperator<RunningPart> {
     RunningPart& part = this->part(partition, in);
     std::vector<ColumnBuilder> added;
     for (const window::AggStates& a : prototypes_) added.emplace_back(a.output_type());
-    for (int64_t r : rows) {
-      const uint32_t id = part.keys.id(in, r);
-      if (time_) part.times.check(id, *time_, in, r);
-      for (size_t j = 0; j < part.aggs.size(); ++j) {
-        window::AggStates& a = part.aggs[j];
-        if (id >= a.size()) a.resize(std::max<size_t>({16, 2 * a.size(), static_cast<size_t>(id) + 1}));
-        a.update(id, a.needs_value() ? a.read(in, r) : window::Value());
+    part.keys.ids(in, rows, part.ids);
+    const size_t keys = part.keys.size();
+    if (time_) {
+      for (size_t i = 0; i < rows.size(); ++i) part.times.check(part.ids[i], *time_, in, rows[i]);
+    }
+    // Aggregate by aggregate over the rows (the rows of one key stay in order, which is all a
+    // running state needs): one column read and one state vector at a time.
+    for (size_t j = 0; j < part.aggs.size(); ++j) {
+      window::AggStates& a = part.aggs[j];
+      if (keys > a.size()) a.resize(std::max<size_t>({16, 2 * a.size(), keys}));
+      const bool reads = a.needs_value();
+      for (size_t i = 0; i < rows.size(); ++i) {
+        if (i + 8 < rows.size()) a.prefetch(part.ids[i + 8]);
+        const uint32_t id = part.ids[i];
+        a.update(id, reads ? a.read(in, rows[i]) : window::Value());
         a.emit(id, added[j]);
       }
     }
@@ -357,8 +383,11 @@ class Dedupe final : public PartitionedOperator<KeyedPart<Passed>> {
   Piece process_rows(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
     auto& part = this->part(partition, in);
     std::vector<int64_t> kept;
-    for (int64_t r : rows) {
-      Passed& p = part.of(in, r);
+    part.lookup(in, rows);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const int64_t r = rows[i];
+      part.prefetch(i);
+      Passed& p = part.states[part.ids[i]];
       const int64_t t = time_.at(in, r);
       if (t < p.seen) time_.went_back(r, t, p.seen);
       p.seen = t;
