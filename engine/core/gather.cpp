@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "core/error.h"
 
@@ -147,6 +148,66 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
     }
   }
   return Batch(std::move(schema), num_rows, std::move(columns), std::move(owned));
+}
+
+bool can_scatter(const Schema& schema) {
+  for (const Field& f : schema.fields)
+    if (f.type.layout() != Layout::kFixed) return false;
+  return true;
+}
+
+namespace {
+template <class T>
+void scatter_values(std::span<const Batch> sources, std::span<const std::vector<int64_t>> positions, size_t col,
+                    T* out) {
+  for (size_t p = 0; p < sources.size(); ++p) {
+    const T* from = sources[p].column(col).typed<T>();
+    const std::vector<int64_t>& to = positions[p];
+    for (size_t j = 0; j < to.size(); ++j) out[to[j]] = from[j];
+  }
+}
+}  // namespace
+
+Batch scatter(std::shared_ptr<const Schema> schema, std::span<const Batch> sources,
+              std::span<const std::vector<int64_t>> positions, int64_t rows) {
+  auto owner = std::make_shared<BatchMemory>();
+  std::vector<Column> columns;
+  for (size_t col = 0; col < schema->fields.size(); ++col) {
+    const int width = schema->fields[col].type.byte_width();
+    Buffer values(static_cast<size_t>(rows) * static_cast<size_t>(width));
+    switch (width) {
+      case 1: scatter_values(sources, positions, col, values.data()); break;
+      case 2: scatter_values(sources, positions, col, reinterpret_cast<uint16_t*>(values.data())); break;
+      case 4: scatter_values(sources, positions, col, reinterpret_cast<uint32_t*>(values.data())); break;
+      case 8: scatter_values(sources, positions, col, reinterpret_cast<uint64_t*>(values.data())); break;
+      default: throw Error(ErrorKind::kUsage, "scatter: a column of width " + std::to_string(width));
+    }
+    Column c;
+    c.values = owner->add(std::move(values));
+    c.null_count = 0;
+    bool nulls = false;
+    for (const Batch& b : sources) nulls = nulls || b.column(col).may_have_nulls();
+    if (nulls) {
+      // Every bit written once: start all valid, clear the nulls.
+      Buffer bits(static_cast<size_t>(bitmap_bytes(rows)));
+      std::memset(bits.data(), 0xFF, bits.size());
+      int64_t null_count = 0;
+      for (size_t p = 0; p < sources.size(); ++p) {
+        const Column& from = sources[p].column(col);
+        if (!from.may_have_nulls()) continue;
+        const std::vector<int64_t>& to = positions[p];
+        for (size_t j = 0; j < to.size(); ++j) {
+          if (from.is_valid(static_cast<int64_t>(j))) continue;
+          bits.data()[to[j] >> 3] &= static_cast<uint8_t>(~(1u << (to[j] & 7)));
+          ++null_count;
+        }
+      }
+      c.validity = owner->add(std::move(bits));
+      c.null_count = null_count;
+    }
+    columns.push_back(c);
+  }
+  return Batch(std::move(schema), rows, std::move(columns), std::move(owner));
 }
 
 }  // namespace pao

@@ -20,4 +20,13 @@ struct Segment {
 Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> sources,
              std::span<const Segment> segments);
 
+// The inverse placement: row j of sources[p] becomes row positions[p][j] of a new batch of `rows`
+// rows that owns its buffers; every position in [0, rows) is named exactly once. For columns of
+// fixed width (no bools, no strings), which scatter() takes: one store per value, where a gather
+// of rows that alternate between sources would make a segment per row. Every source must have
+// `schema`'s layout.
+bool can_scatter(const Schema& schema);
+Batch scatter(std::shared_ptr<const Schema> schema, std::span<const Batch> sources,
+              std::span<const std::vector<int64_t>> positions, int64_t rows);
+
 }  // namespace pao

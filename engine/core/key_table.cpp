@@ -75,7 +75,7 @@ int normalized_bytes(const DataType& type) {
 
 }  // namespace
 
-uint64_t key_order_value(const DataType& type, const Column& c, int64_t row) {
+uint64_t key_order_value_of_any(const DataType& type, const Column& c, int64_t row) {
   const int64_t i = c.offset + row;
   switch (type.id) {
     case TypeId::kBool:

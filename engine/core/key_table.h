@@ -27,7 +27,14 @@ namespace pao {
 // order (signed values offset by 2^(bits-1); floats by the usual sign flip, every NaN one value above
 // +inf, -0.0 folded into 0.0). Equal results mean equal keys. Not for string columns; the caller
 // checks validity.
-uint64_t key_order_value(const DataType& type, const Column& c, int64_t row);
+uint64_t key_order_value_of_any(const DataType& type, const Column& c, int64_t row);
+// The same, with int64 and timestamp columns (ids and times, the usual keys) read inline.
+inline uint64_t key_order_value(const DataType& type, const Column& c, int64_t row) {
+  if (type.id == TypeId::kInt64 || type.id == TypeId::kTimestamp) {
+    return static_cast<uint64_t>(c.typed<int64_t>()[row]) + (uint64_t{1} << 63);
+  }
+  return key_order_value_of_any(type, c, row);
+}
 
 class KeyTable {
  public:

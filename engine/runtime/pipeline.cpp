@@ -92,6 +92,7 @@ struct Stage {
   // A partitioned operator's appended columns (Operator::appended_schema), when it computes only
   // those: its pieces carry them alone, and the merge sets them beside the morsel's columns.
   std::shared_ptr<const Schema> appended;
+  bool scatter = false;  // every appended column fixed-width: the merge scatters (core/gather.h)
   size_t ports = 1;
   bool preserves_time = false;  // outputs carry their input morsel's bound
   std::vector<Edge> consumers;
@@ -243,7 +244,10 @@ void Pipeline::build(Graph graph) {
         st->keys = node.op->key_columns();
         st->op->set_partitions(partitions_);
         st->parts = sync::make_partition_queue<PieceRef>(options_.partitioning, partitions_);
-        if (const auto* appended = node.op->appended_schema()) st->appended = *appended;
+        if (const auto* appended = node.op->appended_schema()) {
+          st->appended = *appended;
+          st->scatter = can_scatter(**appended);
+        }
         break;
       case ops::OpKind::kStateless:
         st->max_parallelism = node.op->max_parallelism() != 0 ? node.op->max_parallelism() : threads_;
@@ -863,12 +867,18 @@ size_t Pipeline::step(size_t i, size_t worker) {
 
 // The output of a morsel whose pieces hold only appended columns: piece k's row j belongs to
 // morsel row w.piece_rows[k][j] (exactly one output per row), so the pieces' rows are put in
-// morsel order (a gather of the narrow appended columns alone, none for a single piece) and set
+// morsel order (a scatter, or a gather where a column is not fixed-width, of the narrow appended
+// columns alone; nothing for a single piece) and set
 // beside the morsel's own columns, which are not copied.
 Batch Pipeline::merge_appended(const Stage& st, const Work& w) {
   Batch added;
   if (w.results.size() == 1) {
     added = w.results[0].batch;
+  } else if (st.scatter) {
+    std::vector<Batch> sources;
+    sources.reserve(w.results.size());
+    for (const ops::Piece& p : w.results) sources.push_back(p.batch);
+    added = scatter(st.appended, sources, w.piece_rows, w.batch.num_rows());
   } else {
     std::vector<std::pair<uint32_t, int64_t>> order(static_cast<size_t>(w.batch.num_rows()));
     std::vector<Batch> sources;

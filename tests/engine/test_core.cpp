@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "core/builder.h"
 #include "core/error.h"
 #include "core/exact_sum.h"
 #include "core/gather.h"
@@ -93,6 +94,62 @@ TEST(gather_copies_rows_in_segment_order) {
   CHECK_EQ(s.null_count, 1);
   CHECK(out.column(0).validity == nullptr);  // no source had nulls in t
   CHECK_EQ(reinterpret_cast<uintptr_t>(out.column(0).values) % 64, uintptr_t{0});
+}
+
+// scatter() puts each source row where its position says: the same batch as gathering the rows in
+// position order, nulls included, over random splits of random fixed-width columns.
+TEST(scatter_equals_gather_in_position_order) {
+  std::mt19937_64 rng(7);
+  auto sch = fixtures::schema({{"i", type(TypeId::kInt64)}, {"f", type(TypeId::kFloat64)},
+                               {"s", type(TypeId::kInt16)}, {"u", type(TypeId::kUInt8)}});
+  for (int round = 0; round < 200; ++round) {
+    const int64_t rows = 1 + static_cast<int64_t>(rng() % 100);
+    const size_t parts = 1 + rng() % 5;
+    std::vector<std::vector<int64_t>> positions(parts);
+    for (int64_t r = 0; r < rows; ++r) positions[rng() % parts].push_back(r);
+    std::vector<Batch> sources;
+    for (size_t p = 0; p < parts; ++p) {
+      std::vector<ColumnBuilder> b;
+      for (const Field& f : sch->fields) b.emplace_back(f.type);
+      for (size_t j = 0; j < positions[p].size(); ++j) {
+        for (size_t c = 0; c < b.size(); ++c) {
+          if (c > 0 && rng() % 4 == 0) {
+            b[c].append_null();
+          } else {
+            const uint64_t v = rng();
+            b[c].append_fixed(&v);
+          }
+        }
+      }
+      auto owner = std::make_shared<BatchMemory>();
+      std::vector<Column> cols;
+      for (ColumnBuilder& x : b) cols.push_back(x.finish(*owner));
+      sources.emplace_back(sch, static_cast<int64_t>(positions[p].size()), std::move(cols), owner);
+    }
+    std::vector<std::pair<uint32_t, int64_t>> at(static_cast<size_t>(rows));
+    for (uint32_t p = 0; p < parts; ++p)
+      for (size_t j = 0; j < positions[p].size(); ++j) at[static_cast<size_t>(positions[p][j])] = {p, static_cast<int64_t>(j)};
+    std::vector<Segment> segs;
+    for (const auto& [p, j] : at) segs.push_back({p, j, 1});
+    REQUIRE(can_scatter(*sch));
+    const Batch want = gather(sch, sources, segs);
+    const Batch got = scatter(sch, sources, positions, rows);
+    REQUIRE(got.num_rows() == rows);
+    for (size_t c = 0; c < sch->fields.size(); ++c) {
+      const int w = sch->fields[c].type.byte_width();
+      const Column& g = got.column(c);
+      const Column& e = want.column(c);
+      CHECK_EQ(g.null_count == 0 ? int64_t{0} : g.null_count, e.validity == nullptr ? int64_t{0} : e.null_count);
+      for (int64_t r = 0; r < rows; ++r) {
+        CHECK_EQ(g.is_valid(r), e.is_valid(r));
+        if (e.is_valid(r)) {
+          CHECK(std::memcmp(static_cast<const uint8_t*>(g.values) + r * w,
+                            static_cast<const uint8_t*>(e.values) + r * w, static_cast<size_t>(w)) == 0);
+        }
+      }
+    }
+  }
+  CHECK(!can_scatter(*fixtures::time_string_schema()));
 }
 
 TEST(gather_bools_and_narrow_types) {
