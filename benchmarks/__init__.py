@@ -6,6 +6,9 @@ they share. Not part of the package: the wheel holds ``pyarrow_ops`` only. Run t
 - ``aggregate``: the T-Gate, every multiway design on the paper's six queries against Polars and DuckDB
   (and Spark), latency and push tables;
 - ``pipeline``: the ordered-processing paper's experiments (reordering, partitioning, heuristics, bars);
+- ``pipelines``: three clickstream pipelines (stateless, sessions, keyed windows) at 1 and 4 inputs against
+  Polars and DuckDB, with the worker time per tuple and operator;
+- ``graphs``: the fused hand-off, and the two graph queries (fan-out, as-of join) against Polars and DuckDB;
 - ``memory``: peak memory of long aggregation runs;
 - ``spark``: the engine inside Spark against Spark's own windowed aggregation.
 

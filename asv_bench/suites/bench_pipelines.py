@@ -1,0 +1,32 @@
+"""The three clickstream pipelines of benchmarks.pipelines (stateless: filter and two computed columns; sessions:
+sessionize then running; windows: per-item tumbling hours), the engine alone, over 1,000,000 tuples at 1 and at
+4 inputs. benchmarks.pipelines prints the same against Polars and DuckDB, with every output checked equal."""
+
+import functools
+
+from benchmarks import pipelines as bench_pipelines
+from benchmarks.graphs import clickstream
+
+ROWS = 1_000_000
+
+
+# asv re-runs ``setup`` before every timed call; the data are generated once per process.
+@functools.cache
+def _inputs(inputs: int):
+    return bench_pipelines.split(clickstream(ROWS), inputs)
+
+
+class Pipelines:
+    """Pipeline.run(threads=t).to_arrow() of one pipeline over 1,000,000 clickstream tuples in 1 or 4 inputs."""
+
+    params = (list(bench_pipelines.PIPELINES), [1, 4], [1, 2])
+    param_names = ["pipeline", "inputs", "threads"]
+    timeout = 300
+    number = 1
+    repeat = (3, 5, 30.0)
+
+    def setup(self, pipeline, inputs, threads):
+        self.pipeline = bench_pipelines.engine_pipeline(pipeline, _inputs(inputs))
+
+    def time_pipeline(self, pipeline, inputs, threads):
+        self.pipeline.run(threads=threads).to_arrow()
