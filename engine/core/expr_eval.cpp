@@ -396,6 +396,35 @@ Datum eval_comparison(const Node& node, const Datum& a, const Datum& b, int64_t 
       case Op::kGt: bitwise(out, rows, [](uint64_t p, uint64_t q) { return p & ~q; }, x, y); break;
       default: bitwise(out, rows, [](uint64_t p, uint64_t q) { return p | ~q; }, x, y); break;
     }
+  } else if (is_string(a.type.id) && (node.op == Op::kEq || node.op == Op::kNe) && a.scalar != b.scalar) {
+    // A column against one string (event == "view"): lengths first, bytes only when they match,
+    // and a short literal compared byte by byte inline rather than through memcmp.
+    const Datum& column = a.scalar ? b : a;
+    const Datum& literal = a.scalar ? a : b;
+    const bool eq = node.op == Op::kEq;
+    visit_strings(literal, [&](const auto& l) {
+      const std::string_view want = l[0];
+      visit_strings(column, [&](const auto& x) {
+        const auto* offsets = x.offsets;
+        if (want.size() <= 16) {
+          pack_bits(rows, out, [&](int64_t i) {
+            const auto begin = offsets[i];
+            if (static_cast<size_t>(offsets[i + 1] - begin) != want.size()) return !eq;
+            const char* p = x.data + begin;
+            bool same = true;
+            for (size_t k = 0; k < want.size(); ++k) same &= p[k] == want[k];
+            return same == eq;
+          });
+        } else {
+          pack_bits(rows, out, [&](int64_t i) {
+            const auto begin = offsets[i];
+            const bool same = static_cast<size_t>(offsets[i + 1] - begin) == want.size() &&
+                              std::memcmp(x.data + begin, want.data(), want.size()) == 0;
+            return same == eq;
+          });
+        }
+      });
+    });
   } else if (is_string(a.type.id)) {
     visit_comparison(node.op, [&](auto cmp) {
       visit_strings(a, [&](const auto& x) {
@@ -752,11 +781,16 @@ std::vector<std::pair<int64_t, int64_t>> true_runs(const Value& value) {
     if (count < 64) w &= (uint64_t{1} << count) - 1;
     // Whole words that neither start nor end a run are skipped; the rest go bit by bit.
     if ((w == 0 && start < 0) || (w == ~uint64_t{0} && start >= 0)) continue;
-    for (int64_t i = 0; i < count; ++i) {
-      const bool on = (w >> i) & 1;
-      if (on && start < 0) {
+    // From transition to transition: the next set bit opens a run, the next clear bit ends it.
+    const uint64_t in_word = count == 64 ? ~uint64_t{0} : (uint64_t{1} << count) - 1;
+    for (int i = 0; i < count;) {
+      const uint64_t from_i = ~uint64_t{0} << i;
+      const uint64_t next = (start < 0 ? w : ~w & in_word) & from_i;
+      if (next == 0) break;
+      i = std::countr_zero(next);
+      if (start < 0) {
         start = base + i;
-      } else if (!on && start >= 0) {
+      } else {
         runs.emplace_back(start, base + i - start);
         start = -1;
       }

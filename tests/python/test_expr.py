@@ -196,7 +196,8 @@ def test_numeric_comparisons(batch, a, b, op):
 @given(
     batches(),
     st.sampled_from(
-        [("s", "ls"), ("ls", "s"), ("b", "b2"), ("ts", "ts2"), ("s", "lit:b"), ("lit:a", "ls"), ("b", "lit:True")]
+        [("s", "ls"), ("ls", "s"), ("b", "b2"), ("ts", "ts2"), ("s", "lit:b"), ("lit:a", "ls"), ("b", "lit:True"),
+         ("ls", "lit:a long literal of 25 ch")]  # a literal over 16 bytes: the memcmp path of == and !=
     ),
     st.sampled_from(list(COMPARISONS)),
 )
