@@ -421,9 +421,13 @@ class KeyedWindows final : public Operator {
 
   Piece process_rows(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
     Partition& p = *parts_.at(partition);
-    for (const int64_t row : rows) {
+    // Keys in bulk (KeyTable::ids): new keys are numbered in row order, so a key's first row
+    // still finds it equal to the number of keys seen before.
+    p.keys.ids(in, rows, p.ids);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const int64_t row = rows[i];
       const int64_t t = time_.at(in, row);
-      const uint32_t key = p.keys.id(in, row);
+      const uint32_t key = p.ids[i];
       if (key == p.last.size()) {
         add_key(p, key);
       } else {
@@ -514,6 +518,7 @@ class KeyedWindows final : public Operator {
     std::vector<window::Value> values;    // the current tuple's aggregate inputs
     std::vector<ColumnBuilder> out;       // the current call's output rows
     std::vector<int64_t> source_rows;
+    std::vector<uint32_t> ids;            // the key ids of the rows at hand (KeyTable::ids)
   };
 
   uint32_t slot_of(uint32_t key, int64_t k) const noexcept {

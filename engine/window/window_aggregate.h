@@ -56,6 +56,13 @@ struct WindowSpec {
     return w;
   }
   static int64_t floor_div(__int128 a, int64_t b) noexcept {
+    if (b > 0 && a >= INT64_MIN && a <= INT64_MAX) {
+      // The usual case (times and windows far from the int64 limits): one 64-bit division rather
+      // than the 128-bit library call, which took 4% of a keyed window pipeline.
+      const auto x = static_cast<int64_t>(a);
+      const int64_t q = x / b;
+      return q - (x % b != 0 && x < 0);
+    }
     __int128 q = a / b;
     if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
     return static_cast<int64_t>(q);
