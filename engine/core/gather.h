@@ -2,6 +2,7 @@
 // Building new batches from rows of existing ones.
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/batch.h"
 
@@ -13,6 +14,16 @@ struct Segment {
   int64_t start;
   int64_t length;
 };
+
+// Appends row `row` of sources[source] to `segments`, extending the last segment when the row
+// follows it in the same source: how a row-by-row choice of rows becomes gather()'s segments.
+inline void append_row(std::vector<Segment>& segments, uint32_t source, int64_t row) {
+  if (!segments.empty() && segments.back().source == source && segments.back().start + segments.back().length == row) {
+    ++segments.back().length;
+  } else {
+    segments.push_back({source, row, 1});
+  }
+}
 
 // Copies the rows the segments name, in segment order, into one new batch that owns its buffers.
 // Every source must have `schema`'s layout. Works column by column so the type dispatch happens

@@ -68,6 +68,25 @@ std::optional<MergedPorts::Key> MergedPorts::least(size_t p) const {
   return Key{port.bound, rank_[p]};
 }
 
+namespace {
+// The first element of [first, last) for which `before` fails, `before` holding on a prefix (the
+// times sorting before another port's head), found by galloping from `first`: O(log k) for an
+// answer k places in. Inputs that interleave finely make runs of a row or two, where a binary
+// search over the rest of the batch cost a dozen probes per run.
+template <class Before>
+const int64_t* gallop(const int64_t* first, const int64_t* last, Before before) {
+  std::ptrdiff_t step = 1;
+  while (first < last && before(*first)) {
+    const std::ptrdiff_t jump = std::min(step, last - first);
+    // [first, first + jump) all before: skip them; else the answer is in (first, first + jump).
+    if (jump < step || !before(first[jump - 1])) return std::partition_point(first + 1, first + jump, before);
+    first += jump;
+    step *= 2;
+  }
+  return first;
+}
+}  // namespace
+
 std::optional<MergedPorts::Run> MergedPorts::next(int64_t max_rows) {
   // The candidate: the least head among ports that have queued rows.
   std::optional<size_t> best;
@@ -99,7 +118,10 @@ std::optional<MergedPorts::Run> MergedPorts::next(int64_t max_rows) {
     // Rows sorting before `other`: time below it, or equal time and a lower rank. Times are sorted.
     const int64_t* first = t + begin;
     const int64_t* last = t + end;
-    stop = (rank < other->rank ? std::upper_bound(first, last, other->time) : std::lower_bound(first, last, other->time)) - t;
+    const int64_t limit = other->time;
+    stop = (rank < other->rank ? gallop(first, last, [limit](int64_t x) { return x <= limit; })
+                               : gallop(first, last, [limit](int64_t x) { return x < limit; })) -
+           t;
   }
   const int64_t length = std::min(stop - begin, max_rows);
   if (length <= 0) return std::nullopt;
@@ -150,14 +172,20 @@ class Union final : public MultiInputOperator {
   Batch push(size_t port, const Batch& in, int64_t bound) override {
     merged_.push(port, in, bound);
     std::vector<Batch> sources;
+    std::vector<const Batch*> source_of;  // sources[i] is a copy of the queued batch *source_of[i]
     std::vector<Segment> segments;
-    const Batch* last = nullptr;
     while (std::optional<MergedPorts::Run> run = merged_.next()) {
-      // Consecutive runs of one queued batch share a source (no push happens while draining, so
-      // a queued batch's address names it).
-      if (sources.empty() || last != run->batch) sources.push_back(*run->batch);
-      last = run->batch;
-      segments.push_back({static_cast<uint32_t>(sources.size() - 1), run->start, run->length});
+      // Every run of one queued batch shares one source, also when runs of the ports alternate
+      // (no push happens while draining, so a queued batch's address names it; a batch taken to
+      // its end is copied into `sources` first). A handful of batches are queued at a time: a
+      // linear search, where copying the batch per run cost an allocation per run.
+      const auto found = std::find(source_of.begin(), source_of.end(), run->batch);
+      const auto source = static_cast<uint32_t>(found - source_of.begin());
+      if (found == source_of.end()) {
+        sources.push_back(*run->batch);
+        source_of.push_back(run->batch);
+      }
+      segments.push_back({source, run->start, run->length});
       merged_.consume(*run, run->length);
     }
     if (segments.empty()) return empty_batch(output_);

@@ -70,13 +70,7 @@ std::string quoted_list(const std::vector<std::string>& names) {
 
 Batch take_rows(const std::shared_ptr<const Schema>& schema, const Batch& in, std::span<const int64_t> rows) {
   std::vector<Segment> runs;
-  for (int64_t r : rows) {
-    if (!runs.empty() && runs.back().start + runs.back().length == r) {
-      ++runs.back().length;
-    } else {
-      runs.push_back({0, r, 1});
-    }
-  }
+  for (int64_t r : rows) append_row(runs, 0, r);
   if (runs.size() == 1) return in.slice(runs[0].start, runs[0].length).with_schema(schema);
   return gather(schema, std::span(&in, 1), runs);
 }

@@ -827,13 +827,7 @@ size_t Pipeline::step(size_t i, size_t worker) {
         sources.reserve(parts.size());
         for (const ops::Piece* p : parts) sources.push_back(p->batch);
         std::vector<Segment> segs;
-        for (const auto& [p, j] : order) {
-          if (!segs.empty() && segs.back().source == p && segs.back().start + segs.back().length == j) {
-            ++segs.back().length;
-          } else {
-            segs.push_back({p, j, 1});
-          }
-        }
+        for (const auto& [p, j] : order) append_row(segs, p, j);
         merged = gather(st.op->output_schema(), sources, segs);
       }
       complete(i, w, std::move(merged), st.preserves_time ? w->bound : INT64_MIN);
@@ -889,13 +883,7 @@ Batch Pipeline::merge_appended(const Stage& st, const Work& w) {
       sources.push_back(w.results[p].batch);
     }
     std::vector<Segment> segs;
-    for (const auto& [p, j] : order) {
-      if (!segs.empty() && segs.back().source == p && segs.back().start + segs.back().length == j) {
-        ++segs.back().length;
-      } else {
-        segs.push_back({p, j, 1});
-      }
-    }
+    for (const auto& [p, j] : order) append_row(segs, p, j);
     added = gather(st.appended, sources, segs);
   }
   return side_by_side(st.op->output_schema(), w.batch, added);
