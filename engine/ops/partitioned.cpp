@@ -32,12 +32,8 @@ TimeColumn find_time(const Schema& schema, const std::string& time, const std::s
   return {i, type, time};
 }
 
-int64_t TimeColumn::at(const Batch& in, int64_t row) const {
-  const Column& c = in.column(index);
-  if (c.validity != nullptr && !c.is_valid(row)) {
-    throw Error(ErrorKind::kNullTime, "a null in time column '" + name + "'", row);
-  }
-  return signed_at(c, type, row);
+void TimeColumn::null_at(int64_t row) const {
+  throw Error(ErrorKind::kNullTime, "a null in time column '" + name + "'", row);
 }
 
 void TimeColumn::went_back(int64_t row, int64_t now, int64_t previous) const {

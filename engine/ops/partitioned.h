@@ -34,8 +34,14 @@ struct TimeColumn {
   std::string name;
 
   // The time of `row` of `in`: the stored integer. A null throws kNullTime for `row`: after the
-  // pipeline's input checks only an operator that rewrote the column can cause one.
-  int64_t at(const Batch& in, int64_t row) const;
+  // pipeline's input checks only an operator that rewrote the column can cause one. Inline: the
+  // keyed operators read a time per row.
+  int64_t at(const Batch& in, int64_t row) const {
+    const Column& c = in.column(index);
+    if (c.validity != nullptr && !c.is_valid(row)) null_at(row);
+    return signed_at(c, type, row);
+  }
+  [[noreturn]] void null_at(int64_t row) const;
   // Throws kUnsorted for `row`, whose time `now` is earlier than `previous`, its key's previous
   // tuple's. The pipeline's input is checked sorted, so only an operator that rewrote the time
   // column can get here; an order-dependent operator refuses rather than give a result that
