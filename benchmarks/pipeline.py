@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 import time as clock
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -208,6 +210,17 @@ def table(title: str, header: list[str], rows: list[list[str]], notes: list[str]
     for note in notes:
         print(f"\n{note}")
     print(flush=True)
+
+
+def quick_output(module: str) -> list[str]:
+    """The lines ``python -m <module> --quick`` prints (the benchmarks' smoke tests read its tables)."""
+    return subprocess.run([sys.executable, "-m", module, "--quick"], capture_output=True, text=True, check=True,
+                          timeout=600).stdout.splitlines()
+
+
+def number(cell: str) -> float:
+    """A table cell's number, thousands separators and all."""
+    return float(cell.replace(",", ""))
 
 
 def read_table(lines: list[str], heading_start: str) -> tuple[list[str], list[list[str]], list[str]]:

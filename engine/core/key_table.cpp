@@ -141,7 +141,10 @@ uint32_t KeyTable::packed_id(const Column& c, int64_t row) {
     if (null_id_ == kEmpty) null_id_ = add_packed(0);
     return null_id_;
   }
-  const uint64_t v = key_order_value(types_[0], c, row);
+  return value_id(key_order_value(types_[0], c, row));
+}
+
+uint32_t KeyTable::value_id(uint64_t v) {
   if (dense_on_) {
     const uint64_t i = v - dense_lo_;  // wraps to a large value below dense_lo_
     if (i < dense_.size() && dense_[i] != kEmpty) return dense_[i];
@@ -278,12 +281,6 @@ std::optional<uint32_t> KeyTable::find(const Batch& batch, int64_t row) const {
   }
 }
 
-namespace {
-// How many rows ahead ids() requests table entries: enough to overlap several misses, few enough
-// that the requested lines are still cached when their row comes.
-constexpr size_t kPrefetchAhead = 8;
-}  // namespace
-
 void KeyTable::ids(const Batch& batch, std::span<const int64_t> rows, std::vector<uint32_t>& out) {
   const size_t n = rows.size();
   out.resize(n);
@@ -295,13 +292,7 @@ void KeyTable::ids(const Batch& batch, std::span<const int64_t> rows, std::vecto
     const Column& c = batch.column(columns_[0]);
     const DataType& type = types_[0];
     bulk_values_.resize(n);
-    const bool wide = type.byte_width() == 8 && is_signed_storage(type.id) && type.layout() == Layout::kFixed;
-    for (size_t i = 0; i < n; ++i) {
-      // int64 and timestamp keys (the common case) inline; other types through the general read.
-      bulk_values_[i] = wide ? static_cast<uint64_t>(static_cast<const int64_t*>(c.values)[c.offset + rows[i]]) +
-                                   (uint64_t{1} << 63)
-                             : key_order_value(type, c, rows[i]);
-    }
+    for (size_t i = 0; i < n; ++i) bulk_values_[i] = key_order_value(type, c, rows[i]);
     const bool nullable = c.validity != nullptr;
     for (size_t i = 0; i < n; ++i) {
       if (i + kPrefetchAhead < n) {
@@ -318,13 +309,7 @@ void KeyTable::ids(const Batch& batch, std::span<const int64_t> rows, std::vecto
         out[i] = null_id_;
         continue;
       }
-      const uint64_t v = bulk_values_[i];
-      if (dense_on_) {
-        const uint64_t d = v - dense_lo_;
-        out[i] = d < dense_.size() && dense_[d] != kEmpty ? dense_[d] : dense_miss(v);
-      } else {
-        out[i] = hashed_id(v);
-      }
+      out[i] = value_id(bulk_values_[i]);
     }
     return;
   }
@@ -571,16 +556,6 @@ void key_hashes(const Batch& batch, const std::vector<size_t>& columns, std::vec
     const Column& col = batch.column(c);
     const DataType& type = batch.schema()->fields[c].type;
     constexpr uint64_t kNullHash = 0x5bd1e9955bd1e995ull;
-    if (!col.may_have_nulls() && type.layout() == Layout::kFixed && type.byte_width() == 8 &&
-        is_signed_storage(type.id)) {
-      // int64 and timestamp keys without nulls (ids, the common case): key_order_value inlined.
-      const int64_t* v = static_cast<const int64_t*>(col.values) + col.offset;
-      for (int64_t r = 0; r < n; ++r) {
-        const uint64_t h = static_cast<uint64_t>(v[r]) + (uint64_t{1} << 63);
-        out[static_cast<size_t>(r)] = mix(out[static_cast<size_t>(r)] ^ (h + 0x9e3779b97f4a7c15ull));
-      }
-      continue;
-    }
     for (int64_t r = 0; r < n; ++r) {
       uint64_t h;
       if (!col.is_valid(r)) {

@@ -53,6 +53,10 @@ class KeyTable {
   // requested from memory, so a table larger than the caches (millions of keys) costs overlapping
   // misses rather than one full miss per row.
   void ids(const Batch& batch, std::span<const int64_t> rows, std::vector<uint32_t>& out);
+  // How many rows ahead ids() requests table entries, and the keyed operators their per-key
+  // state: enough to overlap several misses, few enough that the lines are still cached when
+  // their row comes.
+  static constexpr size_t kPrefetchAhead = 8;
   // The id of row `row`'s key if the table has it, without adding it. Const: several threads may
   // call it at once while nobody calls id() (a lookup table built once, then read).
   std::optional<uint32_t> find(const Batch& batch, int64_t row) const;
@@ -81,6 +85,8 @@ class KeyTable {
 
  private:
   uint32_t packed_id(const Column& c, int64_t row);
+  // The id of the packed key of normalized value `v` (not the null key), added if new.
+  uint32_t value_id(uint64_t v);
   uint32_t encoded_id(const Batch& batch, int64_t row);
   // Appends the order-preserving encoding of row `row`'s key (the encoded path) to `out`.
   void encode(const Batch& batch, int64_t row, std::string& out) const;

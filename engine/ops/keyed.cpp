@@ -35,11 +35,10 @@ struct KeyedPart {
     keys.ids(in, rows, ids);
     if (keys.size() > states.size()) states.resize(keys.size());
   }
-  // Requests the state of the row `ahead` places on from memory (see KeyTable::ids).
+  // Requests the state of the row KeyTable::kPrefetchAhead places after row i from memory.
   void prefetch(size_t i) const {
-    if (i + kStatesAhead < ids.size()) __builtin_prefetch(&states[ids[i + kStatesAhead]]);
+    if (i + KeyTable::kPrefetchAhead < ids.size()) __builtin_prefetch(&states[ids[i + KeyTable::kPrefetchAhead]]);
   }
-  static constexpr size_t kStatesAhead = 8;
 };
 
 // Where a key stands in its run of sessions (sessionize, pairs): a new session starts when a
@@ -196,7 +195,8 @@ class LagDelta final : public AppendingOperator<PreviousPart> {
     for (size_t i = 0; i < rows.size(); ++i) {
       const int64_t r = rows[i];
       const uint32_t key = part.ids[i];
-      if (i + 8 < rows.size()) __builtin_prefetch(&part.previous[static_cast<size_t>(part.ids[i + 8]) * n]);
+      if (const size_t ahead = i + KeyTable::kPrefetchAhead; ahead < rows.size())
+        __builtin_prefetch(&part.previous[static_cast<size_t>(part.ids[ahead]) * n]);
       if (time_) part.times.check(key, *time_, in, r);
       Previous* previous = &part.previous[static_cast<size_t>(key) * n];
       for (size_t j = 0; j < n; ++j) {
@@ -327,7 +327,7 @@ class Running final : public AppendingOperator<RunningPart> {
       if (keys > a.size()) a.resize(std::max<size_t>({16, 2 * a.size(), keys}));
       const bool reads = a.needs_value();
       for (size_t i = 0; i < rows.size(); ++i) {
-        if (i + 8 < rows.size()) a.prefetch(part.ids[i + 8]);
+        if (const size_t ahead = i + KeyTable::kPrefetchAhead; ahead < rows.size()) a.prefetch(part.ids[ahead]);
         const uint32_t id = part.ids[i];
         a.update(id, reads ? a.read(in, rows[i]) : window::Value());
         a.emit(id, added[j]);

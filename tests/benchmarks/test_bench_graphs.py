@@ -1,14 +1,11 @@
 """python -m benchmarks.graphs --quick as a smoke test: every table prints, with every contender, and every
 output was checked equal to the engine's. No figure is judged here: timings belong to the benchmark."""
 
-import subprocess
-import sys
-
 import pyarrow as pa
 import pytest
 
 from benchmarks import graphs as bench_graphs
-from benchmarks.pipeline import read_table
+from benchmarks.pipeline import number, quick_output, read_table
 
 THREADS = [str(t) for t in bench_graphs.THREADS]
 
@@ -18,14 +15,9 @@ def _table(lines: list[str], heading_start: str) -> tuple[list[str], list[list[s
     return header, rows, [line for line in notes if not line.startswith("All outputs")]
 
 
-def _number(cell: str) -> float:
-    return float(cell.replace(",", ""))
-
-
 @pytest.fixture(scope="module")
 def output() -> list[str]:
-    return subprocess.run([sys.executable, "-m", "benchmarks.graphs", "--quick"], capture_output=True, text=True,
-                          check=True, timeout=600).stdout.splitlines()
+    return quick_output("benchmarks.graphs")
 
 
 def test_handoff_tables(output):
@@ -34,7 +26,7 @@ def test_handoff_tables(output):
     chains = ["10 x select(<all columns>)", "10 x with_columns(x_i=col('v') + 1)"]
     assert rows[0][0].startswith("po.merge([table]).to_arrow()")
     assert [(r[0], r[1]) for r in rows[1:]] == [(c, f) for c in chains for f in ("fused", "unfused")]
-    assert all(_number(r[2]) > 0 for r in rows)
+    assert all(number(r[2]) > 0 for r in rows)
     assert notes[0].startswith("Checked equal") and "(3 outputs)" in notes[0] and "(2 outputs)" in notes[0]
     assert any(n.startswith("Fused select chain (po.explain): `fused: 0+1+2+3+4+5+6+7+8+9 (select+") for n in notes)
 
@@ -55,7 +47,7 @@ def test_clickstream_tables(output):
     assert _contenders(rows) == ([("engine graph", t) for t in THREADS]
                                  + [("engine, separate branches", t) for t in THREADS]
                                  + [("Polars", pool)] + [("DuckDB", t) for t in THREADS])
-    assert all(_number(r[2]) == bench_graphs.QUICK_ROWS and _number(r[4]) > 0 for r in rows)
+    assert all(number(r[2]) == bench_graphs.QUICK_ROWS and number(r[4]) > 0 for r in rows)
     assert len({r[5] for r in rows}) == 1  # every contender: the same output rows
     contenders = len(rows)
     assert notes[0].startswith("Checked equal") and all(f"{o} ({contenders} outputs)" in notes[0]
@@ -65,7 +57,7 @@ def test_clickstream_tables(output):
     assert header == ["threads", "graph t/s", "separate t/s", "graph / separate", "best peer", "best peer t/s",
                       "graph / best peer"]
     assert [r[0] for r in rows] == THREADS
-    assert all(r[4].split(" @")[0] in ("Polars", "DuckDB") and _number(r[6]) > 0 for r in rows)
+    assert all(r[4].split(" @")[0] in ("Polars", "DuckDB") and number(r[6]) > 0 for r in rows)
 
 
 def test_asof_tables(output):
@@ -76,9 +68,9 @@ def test_asof_tables(output):
                                  + [("Polars", pool)] + [("DuckDB", t) for t in THREADS])
     readings, tariffs = bench_graphs.meter_readings(bench_graphs.QUICK_ROWS)
     both = readings.num_rows + tariffs.num_rows
-    assert [_number(r[2]) for r in rows] == [both] * len(THREADS) + [readings.num_rows] * len(THREADS) + [both] * (
+    assert [number(r[2]) for r in rows] == [both] * len(THREADS) + [readings.num_rows] * len(THREADS) + [both] * (
         1 + len(THREADS))
-    assert len({r[5] for r in rows}) == 1 and _number(rows[0][5]) > 0
+    assert len({r[5] for r in rows}) == 1 and number(rows[0][5]) > 0
     assert notes[0].startswith("Checked equal") and f"costs ({len(rows)} outputs)" in notes[0]
 
     header, rows, _ = _table(output, "2d. Query (b), as-of join: ratios")

@@ -1,20 +1,16 @@
 """python -m benchmarks.pipeline --quick as a smoke test: every table prints, with every setting, and
 every workload's outputs were checked equal. No figure is judged here: timings belong to the benchmark."""
 
-import subprocess
-import sys
-
 import pytest
 
 from benchmarks import pipeline as bench_pipeline
-from benchmarks.pipeline import read_table
+from benchmarks.pipeline import quick_output, read_table
 from pyarrow_ops.pipeline import PARTITIONINGS, REORDERS, SCHEDULERS
 
 
 @pytest.fixture(scope="module")
 def output() -> list[str]:
-    return subprocess.run([sys.executable, "-m", "benchmarks.pipeline", "--quick"], capture_output=True,
-                          text=True, check=True, timeout=600).stdout.splitlines()
+    return quick_output("benchmarks.pipeline")
 
 
 def test_reordering_table(output):

@@ -1,27 +1,19 @@
 """python -m benchmarks.pipelines --quick as a smoke test: every table prints, with every contender, and every
 output was checked equal to the engine's. No figure is judged here: timings belong to the benchmark."""
 
-import subprocess
-import sys
-
 import pytest
 
 from benchmarks import pipelines as bench
-from benchmarks.pipeline import read_table
+from benchmarks.pipeline import number, quick_output, read_table
 
 THREADS = [str(t) for t in bench.THREADS]
 INPUTS = [str(k) for k in bench.INPUTS]
 CASES = [(name, k) for name in bench.PIPELINES for k in INPUTS]
 
 
-def _number(cell: str) -> float:
-    return float(cell.replace(",", ""))
-
-
 @pytest.fixture(scope="module")
 def output() -> list[str]:
-    return subprocess.run([sys.executable, "-m", "benchmarks.pipelines", "--quick"], capture_output=True, text=True,
-                          check=True, timeout=600).stdout.splitlines()
+    return quick_output("benchmarks.pipelines")
 
 
 def _contenders(rows: list[list[str]]) -> list[tuple[str, str]]:
@@ -35,19 +27,19 @@ def test_header_names_the_versions(output):
     assert "Machine:" in versions
 
 
-@pytest.mark.parametrize("number, name", list(enumerate(bench.PIPELINES, 1)))
-def test_pipeline_tables(output, number, name):
+@pytest.mark.parametrize("index, name", list(enumerate(bench.PIPELINES, 1)))
+def test_pipeline_tables(output, index, name):
     pools = set()
     for letter, k in zip("ab", INPUTS):
         inputs = "1 input" if k == "1" else f"{k} inputs"
-        header, rows, notes = read_table(output, f"{number}{letter}. {name}, {inputs}:")
+        header, rows, notes = read_table(output, f"{index}{letter}. {name}, {inputs}:")
         assert header == ["contender", "threads", "input tuples", "best s", "input tuples/s", "output rows"]
         pool = rows[len(THREADS)][1]
         pools.add(pool)
         assert _contenders(rows) == ([("engine", t) for t in THREADS] + [("Polars", pool)]
                                      + [("DuckDB", t) for t in THREADS])
-        assert all(_number(r[2]) == bench.QUICK_ROWS and _number(r[3]) > 0 and _number(r[4]) > 0 for r in rows)
-        assert len({r[5] for r in rows}) == 1 and _number(rows[0][5]) > 0  # every contender: the same output rows
+        assert all(number(r[2]) == bench.QUICK_ROWS and number(r[3]) > 0 and number(r[4]) > 0 for r in rows)
+        assert len({r[5] for r in rows}) == 1 and number(rows[0][5]) > 0  # every contender: the same output rows
         assert notes[0].startswith("Checked equal") and f"{name} ({len(rows)} outputs)" in notes[0]
         assert any(n.startswith("Peers:") for n in notes)
     assert len(pools) == 1
@@ -59,7 +51,7 @@ def test_ratio_table(output):
                       "engine / best peer"]
     assert [(r[0], r[1], r[2]) for r in rows] == [(n, k, t) for n, k in CASES for t in THREADS]
     assert all(r[4].split(" @")[0] in ("Polars", "DuckDB") for r in rows)
-    assert all(_number(r[3]) > 0 and _number(r[5]) > 0 and _number(r[6]) > 0 for r in rows)
+    assert all(number(r[3]) > 0 and number(r[5]) > 0 and number(r[6]) > 0 for r in rows)
 
 
 def test_operator_table(output):
@@ -71,8 +63,8 @@ def test_operator_table(output):
                  "windows": ["window_aggregate"]}
     assert [(r[0], r[1], r[2]) for r in rows] == [(n, k, op) for n, k in CASES
                                                   for op in [*operators[n], "(all operators)"]]
-    assert all(_number(r[5]) > 0 and _number(r[6]) > 0 and _number(r[8]) > 0 for r in rows)
-    assert all(_number(r[7]) > 0 for r in rows if r[2] != "(all operators)")
+    assert all(number(r[5]) > 0 and number(r[6]) > 0 and number(r[8]) > 0 for r in rows)
+    assert all(number(r[7]) > 0 for r in rows if r[2] != "(all operators)")
     assert "stats()" in notes[0]
 
 
@@ -81,7 +73,7 @@ def test_bar_table(output):
     assert header == ["bar", "measured", "verdict"]
     assert [r[0].split(":")[0] for r in rows[:-1]] == [f"{n}, {'1 input' if k == '1' else k + ' inputs'}"
                                                        for n, k in CASES]
-    assert all(r[1].endswith("t/s)") and _number(r[1].split("x ")[0]) > 0 for r in rows[:-1])
+    assert all(r[1].endswith("t/s)") and number(r[1].split("x ")[0]) > 0 for r in rows[:-1])
     assert rows[-1][0] == ("At 2 threads, each pipeline at least 1.5x the best of Polars and DuckDB, at 1 and at 4 "
                            "inputs")
     assert all(r[2] in ("met", "missed") for r in rows)
