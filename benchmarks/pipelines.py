@@ -303,7 +303,10 @@ def operator_rows(measured: Mapping[tuple[str, int], Measured], rows: int) -> li
         for op in m.stats["operators"]:
             busy += op["busy_ns"]
             per_in = op["busy_ns"] / op["tuples_in"] if op["tuples_in"] else 0.0
-            out.append([name, str(k), op["name"], op["kind"], "yes" if op.get("fused") else "no",
+            label = op["name"] if op.get("copies", 1) == 1 else f"{op['name']} (x{op['copies']}, below the merge)"
+            if op["name"] == "union":
+                label = "union (the merge, after operators below it)"
+            out.append([name, str(k), label, op["kind"], "yes" if op.get("fused") else "no",
                         f"{op['tuples_in']:,}", f"{op['busy_ns'] / 1e6:,.1f}", f"{per_in:.1f}",
                         f"{op['busy_ns'] / rows:.1f}"])
         out.append([name, str(k), "(all operators)", "-", "-", f"{rows:,}", f"{busy / 1e6:,.1f}", "-",
@@ -392,8 +395,9 @@ def main(argv: list[str] | None = None) -> None:
           [f"From PipelineResult.stats() of the engine's last run at {top} thread(s): busy ms = the workers' time in "
            "the operator (busy_ns, all workers together); ns/tuple in = busy_ns / the operator's tuples_in; "
            "ns/input tuple = busy_ns / the pipeline's input tuples. Fused operators share their chain's morsels. "
-           "The merge of several inputs and the cutting into morsels run on the ingress thread, and to_arrow() "
-           "on the caller: in no operator's time."])
+           "With several inputs the planner runs leading filters on each input before the merge (x4: the copies' "
+           "sums) and the merge of what they keep is a union operator; otherwise the merge runs on the ingress "
+           "thread. The cutting into morsels (ingress) and to_arrow() (the caller) are in no operator's time."])
     if BAR_THREADS in threads:
         table(f"6. Bars (issue 29), {rows:,} tuples", ["bar", "measured", "verdict"], bar_rows(measured, rows),
               ["Engine and best peer: input tuples per second of the best round, same run (section 4)."])

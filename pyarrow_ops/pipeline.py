@@ -360,7 +360,7 @@ class Pipeline:
         time_type = self._time_type(schema) if carry is None or self._time in schema.names else pa.int64()
         return _engine.plan(schema.__arrow_c_schema__(), self._time, self._specs(time_type), carry or "")
 
-    def explain(self, *, fuse: bool = True) -> str:
+    def explain(self, *, fuse: bool = True, push_down: bool = True) -> str:
         """The plan as text (see :func:`explain`): one line per operator (kind, keys, selectivity,
         parallelism, inputs), then the parallel regions with their routing and ordering, the
         fused chains and the shuffles.
@@ -374,12 +374,13 @@ class Pipeline:
         region 0: operators 0, 1  routing: hash by [u]  ordering: seqno and pulses
         output result <- 1
         """
-        return explain({"result": self}, fuse=fuse)
+        return explain({"result": self}, fuse=fuse, push_down=push_down)
 
     def run(self, threads: int | None = None, scheduler: Scheduler = "ct", reorder: Reorder = "nonblocking",
             partitioning: Partitioning = "hybrid", *, morsel: int | None = None, partitions: int | None = None,
             reorder_capacity: int | None = None, max_inflight: int | None = None, slice_us: int | None = None,
-            batch_size: int = 65536, fuse: bool = True, experiment: Experiment = NO_EXPERIMENT) -> PipelineResult:
+            batch_size: int = 65536, fuse: bool = True, push_down: bool = True,
+            experiment: Experiment = NO_EXPERIMENT) -> PipelineResult:
         """Runs the pipeline; returns a :class:`PipelineResult` (read it once, like any Result).
 
         Every combination of the options gives the identical result; they change only speed.
@@ -397,11 +398,14 @@ class Pipeline:
             batch_size: rows per batch when several inputs are merged.
             fuse: run adjacent stateless operators as one task (:meth:`explain` shows which);
                 False runs each on its own.
+            push_down: with several inputs, run the leading filters and projections on each
+                input before the merge, in parallel (:meth:`explain` shows which; the result is
+                the same); False merges first.
             experiment: for benchmarks: a :class:`pyarrow_ops.Experiment` (pacing); changes no
                 result.
         """
         options = _options(threads, scheduler, reorder, partitioning, morsel, partitions, reorder_capacity,
-                           max_inflight, slice_us, experiment, fuse)
+                           max_inflight, slice_us, experiment, fuse, push_down)
         self._last = _run_graph({"result": self}, options, batch_size)["result"]
         return self._last
 
@@ -436,7 +440,7 @@ class Pipeline:
 
 def _options(threads: int | None, scheduler: str, reorder: str, partitioning: str, morsel: int | None,
              partitions: int | None, reorder_capacity: int | None, max_inflight: int | None, slice_us: int | None,
-             experiment: Experiment, fuse: bool = True) -> _engine.PipelineOptions:
+             experiment: Experiment, fuse: bool = True, push_down: bool = True) -> _engine.PipelineOptions:
     """The run options, checked, as the engine's struct (Pipeline.run and run share them)."""
     for name, value, allowed in (("scheduler", scheduler, SCHEDULERS), ("reorder", reorder, REORDERS),
                                  ("partitioning", partitioning, PARTITIONINGS)):
@@ -453,7 +457,7 @@ def _options(threads: int | None, scheduler: str, reorder: str, partitioning: st
         threads=threads or 0, scheduler=_engine.Scheduler[scheduler], reorder=_engine.Reorder[reorder],
         partitioning=_engine.Partitioning[partitioning], partitions=partitions or 0, morsel_rows=morsel or 0,
         reorder_capacity=reorder_capacity or 0, max_inflight=max_inflight or 0, slice_us=slice_us or 0,
-        rate=float(experiment.rate), fuse=bool(fuse))
+        rate=float(experiment.rate), fuse=bool(fuse), push_down=bool(push_down))
     return options
 
 
@@ -582,7 +586,9 @@ class PipelineResult(Result):
 
     def stats(self) -> dict[str, Any]:
         """Per operator (``operators``): tuples in and out, worker time, cost per tuple,
-        selectivity, queued tuples, maximum and peak parallelism; overall: tuples in and out,
+        selectivity, queued tuples, maximum and peak parallelism, ``copies`` (more than 1: it ran
+        on each input before their merge, see ``push_down``, and the figures are the copies'
+        sums; the merge then shows as a ``union`` after the pipeline's operators); overall: tuples in and out,
         threads, partitions, peak morsels alive, and ``latencies_ns``: per result batch, the time
         from the first operator starting on its input to its arrival at the output."""
         return self._handle.stats()
@@ -755,7 +761,7 @@ class GraphResult(Mapping[str, PipelineResult]):
 def run(outputs: Mapping[str, Pipeline], threads: int | None = None, scheduler: Scheduler = "ct",
         reorder: Reorder = "nonblocking", partitioning: Partitioning = "hybrid", *, morsel: int | None = None,
         partitions: int | None = None, reorder_capacity: int | None = None, max_inflight: int | None = None,
-        slice_us: int | None = None, batch_size: int = 65536, fuse: bool = True,
+        slice_us: int | None = None, batch_size: int = 65536, fuse: bool = True, push_down: bool = True,
         experiment: Experiment = NO_EXPERIMENT) -> GraphResult:
     """Runs a graph of pipelines with several outputs, each named, in one run: a pipeline used by
     several others is computed once and feeds them all (fan-out), and every output equals what a
@@ -770,16 +776,20 @@ def run(outputs: Mapping[str, Pipeline], threads: int | None = None, scheduler: 
     ([0, 0, 0, 1], [3, 9])
     """
     options = _options(threads, scheduler, reorder, partitioning, morsel, partitions, reorder_capacity, max_inflight,
-                       slice_us, experiment, fuse)
+                       slice_us, experiment, fuse, push_down)
     return GraphResult(_run_graph(outputs, options, batch_size))
 
 
-def plan(outputs: Mapping[str, Pipeline], *, fuse: bool = True) -> dict[str, Any]:
+def plan(outputs: Mapping[str, Pipeline], *, fuse: bool = True, push_down: bool = True) -> dict[str, Any]:
     """The plan the engine runs the graph of ``outputs`` by (runtime/planner.h), as data:
 
-    * ``nodes``: per graph node, ``{"source": i}`` or ``{"operator": n}``;
+    * ``nodes``: per graph node, ``{"source": i, "input": None}`` or ``{"operator": n}``; with
+      ``push_down``, a set of inputs whose first filters and projections run on each input before
+      the merge has a source node per input (``"input"``: its index), each followed by its copy of
+      those operators, and a ``union`` in the merge's place;
     * ``operators``: per operator, its name, description, kind, selectivity, keys,
-      max_parallelism, output_schema, ``inputs`` (node indices), ``preserves_time``, and its
+      max_parallelism, output_schema, ``inputs`` (node indices), ``preserves_time``, ``number``
+      (in errors and :meth:`PipelineResult.stats`: copies of one operator share it), and its
       ``region`` and ``fused`` chain (indices, or None);
     * ``regions``: parallel regions (``operators``, ``key``, ``routing``, ``ordering``);
     * ``sequential``: operators outside every region (stateful, or of several inputs);
@@ -790,20 +800,24 @@ def plan(outputs: Mapping[str, Pipeline], *, fuse: bool = True) -> dict[str, Any
     graph = _Graph(outputs)
     schemas = [_schema_of(inputs) for inputs in graph.inputs]
     specs = graph.specs(schemas)
-    data = _engine.plan_graph([sch.__arrow_c_schema__() for sch in schemas], graph.time, specs, graph.outputs, fuse)
+    data = _engine.plan_graph([sch.__arrow_c_schema__() for sch in schemas], graph.time, specs, graph.outputs, fuse,
+                              [len(inputs) for inputs in graph.inputs], push_down)
     data["names"] = graph.names
     data["sources"] = schemas
     return data
 
 
-def explain(outputs: Mapping[str, Pipeline], *, fuse: bool = True) -> str:
-    """:func:`plan` as text: the sources, one line per operator (its inputs after ``<-``), then
-    the regions, fused chains, shuffles and outputs."""
-    data = plan(outputs, fuse=fuse)
+def explain(outputs: Mapping[str, Pipeline], *, fuse: bool = True, push_down: bool = True) -> str:
+    """:func:`plan` as text: the sources, one line per operator (its inputs after ``<-``; a source's
+    input when its filters run before the merge), then the regions, fused chains, shuffles and
+    outputs."""
+    data = plan(outputs, fuse=fuse, push_down=push_down)
 
     def node(i: int) -> str:
         n = data["nodes"][i]
-        return f"source {n['source']}" if "source" in n else str(n["operator"])
+        if "source" not in n:
+            return str(n["operator"])
+        return f"source {n['source']}" + ("" if n["input"] is None else f" input {n['input']}")
 
     lines = [f"source {i}  {', '.join(s.names)}" for i, s in enumerate(data["sources"])]
     for number, op in enumerate(data["operators"]):

@@ -9,8 +9,6 @@
 namespace pao {
 namespace {
 
-
-
 // Per-source pointers of one column, resolved once per column rather than once per segment.
 struct SourceColumn {
   const uint8_t* validity;  // nullptr when the source column has no nulls
@@ -66,6 +64,25 @@ int64_t gather_bitmap(std::span<const SourceColumn> src, std::span<const Segment
   return zeros;
 }
 
+// memcpy, without a library call for the few bytes of a row or two of short strings (inputs that
+// interleave finely make segments that short): up to 16 bytes as two fixed-size copies that
+// overlap in the middle (plain moves; nothing read or written outside [from, from + n)).
+inline void copy_bytes(uint8_t* to, const uint8_t* from, size_t n) {
+  if (n >= 8) {
+    if (n > 16) {
+      std::memcpy(to, from, n);
+      return;
+    }
+    std::memcpy(to, from, 8);
+    std::memcpy(to + n - 8, from + n - 8, 8);
+  } else if (n >= 4) {
+    std::memcpy(to, from, 4);
+    std::memcpy(to + n - 4, from + n - 4, 4);
+  } else {
+    for (size_t i = 0; i < n; ++i) to[i] = from[i];
+  }
+}
+
 template <class Offset>
 void gather_strings(std::span<const SourceColumn> src, std::span<const Segment> segments,
                     const std::string& name, int64_t num_rows, BatchMemory& owned, Column& out) {
@@ -90,7 +107,7 @@ void gather_strings(std::span<const SourceColumn> src, std::span<const Segment> 
     const Offset* offs = base[s.source] + s.start;
     const Offset first = offs[0];
     const auto len = static_cast<size_t>(offs[s.length] - first);
-    std::memcpy(bytes + pos, src[s.source].data + first, len);
+    copy_bytes(bytes + pos, src[s.source].data + first, len);
     for (int64_t i = 1; i <= s.length; ++i) *next++ = pos + (offs[i] - first);
     pos += static_cast<Offset>(len);
   }
@@ -112,8 +129,9 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
     Column& out = columns[col];
     const std::vector<SourceColumn> src = resolve(sources, col);
     out.null_count = 0;
+    // Every source is one a segment reads (else a bitmap of no nulls is made, which is harmless).
     bool any_nulls = false;
-    for (const Segment& seg : segments) any_nulls |= src[seg.source].validity != nullptr;
+    for (const SourceColumn& c : src) any_nulls |= c.validity != nullptr;
     if (any_nulls) {
       uint8_t* validity = owned->allocate_zeroed(bitmap_size);
       out.null_count = gather_bitmap(src, segments, true, validity);

@@ -46,7 +46,8 @@ class Merge final : public BatchSource {
     cursors_.resize(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       cursors_[i].source = std::move(inputs[i]);
-      cursors_[i].checked.emplace(static_cast<uint32_t>(i), options_.time_column, time_index_, time_type_);
+      cursors_[i].checked.emplace(static_cast<uint32_t>(i) + options_.first_input, options_.time_column, time_index_,
+                                  time_type_);
     }
     // One input: every run is the whole batch, so each batch passes through untouched. Several:
     // only long runs are worth a separate (zero-copy) batch; short ones are gathered together.
@@ -54,6 +55,21 @@ class Merge final : public BatchSource {
   }
 
   const std::shared_ptr<const Schema>& schema() const noexcept override { return schema_; }
+
+  // unmerge(): the inputs, each as a merge of one, while nothing has been read (the schemas were
+  // checked together at construction, so each part's checks pass again).
+  std::vector<std::unique_ptr<BatchSource>> take_apart() {
+    std::vector<std::unique_ptr<BatchSource>> parts;
+    if (started_ || failure_ || cursors_.size() < 2) return parts;
+    for (size_t i = 0; i < cursors_.size(); ++i) {
+      std::vector<std::unique_ptr<BatchSource>> one;
+      one.push_back(std::move(cursors_[i].source));
+      MergeOptions o = options_;
+      o.first_input = options_.first_input + static_cast<uint32_t>(i);
+      parts.push_back(std::make_unique<Merge>(std::move(one), std::move(o)));
+    }
+    return parts;
+  }
 
   std::optional<Batch> next() override {
     if (failure_) std::rethrow_exception(failure_);
@@ -287,6 +303,14 @@ class Merge final : public BatchSource {
 std::unique_ptr<BatchSource> make_merge(std::vector<std::unique_ptr<BatchSource>> inputs,
                                         MergeOptions options) {
   return std::make_unique<Merge>(std::move(inputs), std::move(options));
+}
+
+std::vector<std::unique_ptr<BatchSource>> unmerge(std::unique_ptr<BatchSource>& merged) {
+  auto* m = dynamic_cast<Merge*>(merged.get());
+  if (m == nullptr) return {};
+  std::vector<std::unique_ptr<BatchSource>> parts = m->take_apart();
+  if (!parts.empty()) merged.reset();
+  return parts;
 }
 
 }  // namespace pao::gate

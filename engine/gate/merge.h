@@ -12,6 +12,9 @@ struct MergeOptions {
   std::string time_column;
   // Rows per output batch the merge copies. Runs it emits as zero-copy slices may be longer.
   int64_t batch_size = 65536;
+  // The index errors give the first input (the rest follow): a merge of one input of a larger
+  // set (unmerge) names it as the whole set's merge would.
+  uint32_t first_input = 0;
 };
 
 // The merged order (docs/semantics.md): tuples by (time, input index, position in the input).
@@ -27,5 +30,12 @@ struct MergeOptions {
 // every input's schema equals input 0's. Sequential: the concurrent T-Gate must match it exactly.
 std::unique_ptr<BatchSource> make_merge(std::vector<std::unique_ptr<BatchSource>> inputs,
                                         MergeOptions options);
+
+// If `merged` is a merge (make_merge) of two or more inputs that has not been read yet: takes it
+// apart and returns its inputs in order, each as a merge of one input that validates as the whole
+// merge did and names its input by its index there (the union of their streams in the merged
+// order is the merge's output). Otherwise returns nothing and leaves `merged` as it is. The
+// planner uses it to run operators on each input before the merge (runtime/planner.h).
+std::vector<std::unique_ptr<BatchSource>> unmerge(std::unique_ptr<BatchSource>& merged);
 
 }  // namespace pao::gate

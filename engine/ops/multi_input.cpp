@@ -28,6 +28,18 @@ MergedPorts::MergedPorts(const std::vector<std::string>& labels, const std::stri
     }
     times_.emplace_back(static_cast<uint32_t>(p), labels[p], time, *t, type);
   }
+  head_.assign(ports_.size(), kNone);
+  for (size_t p = 0; p < ports_.size(); ++p) refresh(p);
+}
+
+void MergedPorts::refresh(size_t p) {
+  const Port& port = ports_[p];
+  if (!port.queue.empty()) {
+    const Queued& q = port.queue.front();
+    head_[p] = OrderKey::of(q.times[static_cast<size_t>(q.next)], rank_[p], 0).packed();
+  } else {
+    head_[p] = port.ended ? kNone : OrderKey::of(port.bound, rank_[p], 0).packed();
+  }
 }
 
 void MergedPorts::push(size_t port, const Batch& in, int64_t bound, uint64_t tag) {
@@ -56,16 +68,7 @@ void MergedPorts::push(size_t port, const Batch& in, int64_t bound, uint64_t tag
     times_[port].heartbeat(bound);  // later rows below it are refused, as for a heartbeat
     p.bound = bound;
   }
-}
-
-std::optional<MergedPorts::Key> MergedPorts::least(size_t p) const {
-  const Port& port = ports_[p];
-  if (!port.queue.empty()) {
-    const Queued& q = port.queue.front();
-    return Key{q.times[static_cast<size_t>(q.next)], rank_[p]};
-  }
-  if (port.ended) return std::nullopt;
-  return Key{port.bound, rank_[p]};
+  refresh(port);
 }
 
 namespace {
@@ -88,44 +91,41 @@ const int64_t* gallop(const int64_t* first, const int64_t* last, Before before) 
 }  // namespace
 
 std::optional<MergedPorts::Run> MergedPorts::next(int64_t max_rows) {
-  // The candidate: the least head among ports that have queued rows.
-  std::optional<size_t> best;
+  // The candidate: the least head among ports that have queued rows; `other`: the least key any
+  // other port may still deliver (its head, or what its bound allows). One pass.
+  size_t best = ports_.size();
+  Key best_key = kNone;
+  Key other = kNone;
   for (size_t p = 0; p < ports_.size(); ++p) {
-    if (ports_[p].queue.empty()) continue;
-    const Key k = *least(p);
-    if (!best) {
+    const Key k = head_[p];
+    if (k < best_key && !ports_[p].queue.empty()) {
+      other = std::min(other, best_key);
       best = p;
-      continue;
+      best_key = k;
+    } else {
+      other = std::min(other, k);
     }
-    const Key b = *least(*best);
-    if (k.time < b.time || (k.time == b.time && k.rank < b.rank)) best = p;
   }
-  if (!best) return std::nullopt;
-  // The least key any other port may still deliver: its head, or what its bound allows.
-  std::optional<Key> other;
-  for (size_t p = 0; p < ports_.size(); ++p) {
-    if (p == *best) continue;
-    const std::optional<Key> k = least(p);
-    if (k && (!other || k->time < other->time || (k->time == other->time && k->rank < other->rank))) other = k;
-  }
-  const Queued& q = ports_[*best].queue.front();
-  const uint32_t rank = rank_[*best];
+  if (best == ports_.size()) return std::nullopt;
+  const Queued& q = ports_[best].queue.front();
+  const uint32_t rank = rank_[best];
   const int64_t* t = q.times.data();
   const int64_t begin = q.next;
   const int64_t end = q.batch.num_rows();
   int64_t stop = end;
-  if (other) {
+  if (other != kNone) {
     // Rows sorting before `other`: time below it, or equal time and a lower rank. Times are sorted.
+    const OrderKey o = OrderKey::unpack(other);
     const int64_t* first = t + begin;
     const int64_t* last = t + end;
-    const int64_t limit = other->time;
-    stop = (rank < other->rank ? gallop(first, last, [limit](int64_t x) { return x <= limit; })
-                               : gallop(first, last, [limit](int64_t x) { return x < limit; })) -
+    const int64_t limit = o.time;
+    stop = (rank < o.input() ? gallop(first, last, [limit](int64_t x) { return x <= limit; })
+                             : gallop(first, last, [limit](int64_t x) { return x < limit; })) -
            t;
   }
   const int64_t length = std::min(stop - begin, max_rows);
   if (length <= 0) return std::nullopt;
-  return Run{*best, &q.batch, begin, length, t + begin, q.position + begin, q.tag, begin + length == end};
+  return Run{best, &q.batch, begin, length, t + begin, q.position + begin, q.tag, begin + length == end};
 }
 
 void MergedPorts::consume(const Run& run, int64_t rows) {
@@ -133,14 +133,12 @@ void MergedPorts::consume(const Run& run, int64_t rows) {
   Queued& q = p.queue.front();
   q.next += rows;
   if (q.next == q.batch.num_rows()) p.queue.pop_front();
+  refresh(run.port);
 }
 
 int64_t MergedPorts::frontier() const {
-  int64_t f = INT64_MAX;
-  for (size_t p = 0; p < ports_.size(); ++p) {
-    if (const std::optional<Key> k = least(p)) f = std::min(f, k->time);
-  }
-  return f;
+  const Key least = *std::min_element(head_.begin(), head_.end());
+  return least == kNone ? INT64_MAX : OrderKey::unpack(least).time;
 }
 
 bool MergedPorts::done() const {

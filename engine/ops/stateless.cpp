@@ -157,7 +157,13 @@ OperatorPtr make_select(std::shared_ptr<const Schema> input_schema,
   for (const auto& [name, e] : columns) {
     BoundExpr bound = bind(*e, *input_schema);
     output.fields.push_back(output_field(name, *e, bound, *input_schema));
-    outs.push_back({std::nullopt, std::move(bound)});
+    // A bare column passes on as it is (so select keeps the time column, and the keys the
+    // planner routes by, when it names them).
+    if (e->kind == Expr::Kind::kColumn) {
+      outs.push_back({input_schema->find(e->text), std::nullopt});
+    } else {
+      outs.push_back({std::nullopt, std::move(bound)});
+    }
   }
   return std::make_shared<Project>("select", std::move(input_schema), std::make_shared<const Schema>(std::move(output)),
                                    std::move(outs), describe_columns(columns));

@@ -100,7 +100,7 @@ void bind_options(nb::module_& m) {
           "__init__",
           [](runtime::PipelineOptions* self, size_t threads, runtime::Heuristic scheduler, sync::ReorderScheme reorder,
              sync::Partitioning partitioning, size_t partitions, int64_t morsel_rows, size_t reorder_capacity,
-             size_t max_inflight, int64_t slice_us, double rate, bool fuse) {
+             size_t max_inflight, int64_t slice_us, double rate, bool fuse, bool push_down) {
             new (self) runtime::PipelineOptions();
             self->threads = threads;
             self->scheduler = scheduler;
@@ -113,10 +113,12 @@ void bind_options(nb::module_& m) {
             if (slice_us > 0) self->slice = std::chrono::microseconds(slice_us);
             self->rate = rate;
             self->fuse = fuse;
+            self->push_down = push_down;
           },
           "threads"_a = 0, "scheduler"_a = runtime::Heuristic::kCT, "reorder"_a = sync::ReorderScheme::kNonBlocking,
           "partitioning"_a = sync::Partitioning::kHybrid, "partitions"_a = 0, "morsel_rows"_a = 0,
-          "reorder_capacity"_a = 0, "max_inflight"_a = 0, "slice_us"_a = 0, "rate"_a = 0.0, "fuse"_a = true)
+          "reorder_capacity"_a = 0, "max_inflight"_a = 0, "slice_us"_a = 0, "rate"_a = 0.0, "fuse"_a = true,
+          "push_down"_a = true)
       .def_rw("threads", &runtime::PipelineOptions::threads)
       .def_rw("scheduler", &runtime::PipelineOptions::scheduler)
       .def_rw("reorder", &runtime::PipelineOptions::reorder)
@@ -126,7 +128,8 @@ void bind_options(nb::module_& m) {
       .def_rw("reorder_capacity", &runtime::PipelineOptions::reorder_capacity)
       .def_rw("max_inflight", &runtime::PipelineOptions::max_inflight)
       .def_rw("rate", &runtime::PipelineOptions::rate)
-      .def_rw("fuse", &runtime::PipelineOptions::fuse);
+      .def_rw("fuse", &runtime::PipelineOptions::fuse)
+      .def_rw("push_down", &runtime::PipelineOptions::push_down);
 }
 
 }  // namespace pao::python

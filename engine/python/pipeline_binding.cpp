@@ -253,7 +253,10 @@ nb::dict plan_data(const runtime::Graph& g, const runtime::Plan& p) {
     const runtime::GraphNode& n = g.nodes[i];
     nb::dict node;
     if (!n.op) {
-      node["source"] = n.source;
+      // A source the planner took out of a merge (push_below_merges) names its merge and input.
+      const bool split = !g.source_origin.empty() && g.source_origin[n.source].second != SIZE_MAX;
+      node["source"] = g.source_origin.empty() ? n.source : g.source_origin[n.source].first;
+      node["input"] = split ? nb::cast(g.source_origin[n.source].second) : nb::none();
       nodes.append(node);
       continue;
     }
@@ -262,6 +265,7 @@ nb::dict plan_data(const runtime::Graph& g, const runtime::Plan& p) {
     nodes.append(node);
     nb::dict d = operator_data(*n.op, n.inputs.size() > 1);
     d["inputs"] = n.inputs;  // graph node indices
+    d["number"] = n.number;  // in errors and statistics (copies of one operator share it)
     const ops::Operator& op = *n.op;
     d["preserves_time"] = op.preserves_time(g.time);
     d["region"] = p.region_of[i] >= 0 ? nb::cast(p.region_of[i]) : nb::none();
@@ -457,17 +461,25 @@ void bind_pipeline(nb::module_& m) {
   m.def(
       "plan_graph",
       [](std::vector<nb::capsule> sources, std::string time, const std::vector<GraphNodeSpec>& nodes,
-         std::vector<size_t> outputs, bool fuse) {
+         std::vector<size_t> outputs, bool fuse, std::vector<size_t> inputs, bool push_down) {
         auto source = [&](size_t i) -> std::unique_ptr<BatchSource> {
           if (i >= sources.size()) throw Error(ErrorKind::kUsage, "a graph node names a missing source");
-          return std::make_unique<SchemaOnly>(schema_from(sources[i]));
+          // A source of several inputs is their merge, which the planner may take apart.
+          std::vector<std::unique_ptr<BatchSource>> streams;
+          const size_t k = i < inputs.size() ? std::max<size_t>(inputs[i], 1) : 1;
+          for (size_t j = 0; j < k; ++j) streams.push_back(std::make_unique<SchemaOnly>(schema_from(sources[i])));
+          return gate::make_merge(std::move(streams), {time, 65536});
         };
-        const runtime::Graph g = build_graph(source, time, nodes, outputs);
-        return plan_data(g, runtime::plan(g, fuse));
+        runtime::Graph g = build_graph(source, time, nodes, outputs);
+        if (push_down) g = runtime::push_below_merges(std::move(g));
+        runtime::Plan p = runtime::plan(g, fuse);
+        return plan_data(g, p);
       },
-      "sources"_a, "time"_a, "nodes"_a, "outputs"_a, "fuse"_a = true,
-      "The plan of a graph over sources of the given schemas (arrow_schema capsules): operators, parallel "
-      "regions with routing and ordering, fused chains, shuffles (runtime/planner.h).");
+      "sources"_a, "time"_a, "nodes"_a, "outputs"_a, "fuse"_a = true, "inputs"_a = std::vector<size_t>{},
+      "push_down"_a = true,
+      "The plan of a graph over sources of the given schemas (arrow_schema capsules; `inputs`: how many inputs "
+      "each source merges, 1 if not given): operators, parallel regions with routing and ordering, fused chains, "
+      "shuffles, and operators run on each input before a merge (runtime/planner.h).");
 
   nb::class_<PipelineHandle>(m, "PipelineHandle")
       .def(
@@ -503,6 +515,7 @@ void bind_pipeline(nb::module_& m) {
           d["max_parallelism"] = o.max_parallelism;
           d["peak_workers"] = o.peak_workers;
           d["fused"] = o.fused;
+          d["copies"] = o.copies;
           ops.append(d);
         }
         nb::dict d;

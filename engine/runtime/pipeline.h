@@ -83,11 +83,15 @@ struct PipelineOptions {
   double rate = 0;
   // Adjacent stateless operators run as one task (runtime/planner.h); false: each on its own.
   bool fuse = true;
+  // Filters and projections run on each input before the merge of several (runtime/planner.h,
+  // push_below_merges); false: the inputs are merged first.
+  bool push_down = true;
   // Called about every 50 ms while next() waits; what it throws fails the run.
   std::function<void()> check_interrupt;
 };
 
 struct OperatorStats {
+  size_t number = 0;  // the operator's number (GraphNode::number)
   std::string name;
   ops::OpKind kind;
   int64_t tuples_in = 0;
@@ -98,6 +102,9 @@ struct OperatorStats {
   size_t max_parallelism = 0;
   size_t peak_workers = 0;
   bool fused = false;  // ran in a fused chain (runtime/planner.h): morsels and workers are the chain's
+  // Nodes that ran it: more than one when the planner ran it on each input of a merge
+  // (push_below_merges); the figures are their sums (peak_workers: the largest).
+  size_t copies = 1;
 };
 
 struct PipelineStats {
@@ -132,6 +139,9 @@ struct Graph {
   // The time column every stream shares: sources' morsels carry their last time as the stream's
   // bound. Empty: no bounds (only for graphs without multi-input operators).
   std::string time;
+  // Per source, where it came from when the planner took a merge of several inputs apart
+  // (push_below_merges): {the merged source's index, the input's index in it}. Empty: as given.
+  std::vector<std::pair<size_t, size_t>> source_origin;
 };
 
 struct Stage;

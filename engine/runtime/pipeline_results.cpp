@@ -125,6 +125,7 @@ PipelineStats Pipeline::stats() const {
       for (size_t k = 0; k < st->fused->ops().size(); ++k) {
         const ops::FusedChain::Counts c = st->fused->counts(k);
         OperatorStats o;
+        o.number = st->number + k;
         o.name = st->fused->ops()[k]->name();
         o.kind = ops::OpKind::kStateless;
         o.tuples_in = c.tuples_in;
@@ -140,6 +141,7 @@ PipelineStats Pipeline::stats() const {
       continue;
     }
     OperatorStats o;
+    o.number = st->number;
     o.name = st->op->name();
     o.kind = st->kind;
     o.tuples_in = st->tuples_in.load(std::memory_order_relaxed);
@@ -151,6 +153,26 @@ PipelineStats Pipeline::stats() const {
     o.peak_workers = st->peak_workers.load(std::memory_order_relaxed);
     s.operators.push_back(std::move(o));
   }
+  // One entry per operator, in number order: the copies the planner ran on each input of a merge
+  // report together.
+  std::stable_sort(s.operators.begin(), s.operators.end(),
+                   [](const OperatorStats& a, const OperatorStats& b) { return a.number < b.number; });
+  std::vector<OperatorStats> merged;
+  for (OperatorStats& o : s.operators) {
+    if (merged.empty() || merged.back().number != o.number) {
+      merged.push_back(std::move(o));
+      continue;
+    }
+    OperatorStats& m = merged.back();
+    m.tuples_in += o.tuples_in;
+    m.tuples_out += o.tuples_out;
+    m.busy_ns += o.busy_ns;
+    m.morsels += o.morsels;
+    m.queued += o.queued;
+    m.peak_workers = std::max(m.peak_workers, o.peak_workers);
+    ++m.copies;
+  }
+  s.operators = std::move(merged);
   s.tuples_in = tuples_in_.load(std::memory_order_relaxed);
   s.threads = threads_;
   s.partitions = partitions_;

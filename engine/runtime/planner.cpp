@@ -1,9 +1,12 @@
 #include "runtime/planner.h"
 
 #include <algorithm>
+#include <optional>
 
+#include "gate/merge.h"
 #include "ops/fused.h"
 #include "ops/multi_input.h"
+#include "ops/specs.h"
 
 namespace pao::runtime {
 
@@ -65,23 +68,133 @@ Ordering ordering_of(const Graph& g, const std::vector<size_t>& nodes) {
   return Ordering::kSeqnoRows;
 }
 
+// Every operator gets its number (its place among the operators) for messages and statistics,
+// unless it has one; returns how many operators there are.
+size_t number_operators(Graph& g) {
+  size_t number = 0;
+  for (GraphNode& node : g.nodes) {
+    if (node.op && node.number == GraphNode::kUnnumbered) node.number = number;
+    if (node.op) ++number;
+  }
+  return number;
+}
+
+// Per node, the nodes reading it (an edge each) and its fan-out (consumers and outputs).
+struct Consumers {
+  std::vector<std::vector<size_t>> of;
+  std::vector<size_t> fan_out;
+  explicit Consumers(const Graph& g) : of(g.nodes.size()), fan_out(g.nodes.size(), 0) {
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      for (size_t in : g.nodes[i].inputs) {
+        of[in].push_back(i);
+        ++fan_out[in];
+      }
+    }
+    for (size_t o : g.outputs) ++fan_out[o];
+  }
+  // The one node reading `i`, if `i` feeds exactly one node and is no output.
+  std::optional<size_t> only(size_t i) const {
+    if (fan_out[i] != 1 || of[i].size() != 1) return std::nullopt;
+    return of[i][0];
+  }
+};
+
+// An operator that may run on each input before their merge (push_below_merges).
+bool pushable(const GraphNode& n, const std::string& time) {
+  if (!n.op || n.inputs.size() != 1 || dynamic_cast<const ops::MultiInputOperator*>(n.op.get()) != nullptr) {
+    return false;
+  }
+  const ops::Operator& op = *n.op;
+  return op.kind() == ops::OpKind::kStateless && op.max_parallelism() == 0 && !op.may_fail() &&
+         op.preserves_time(time);
+}
+
+// Drops rows or columns: worth running before the merge.
+bool narrows(const ops::Operator& op) {
+  return op.selectivity() != ops::Selectivity::kExactlyOne ||
+         op.output_schema()->fields.size() < op.input_schema()->fields.size();
+}
+
 }  // namespace
+
+Graph push_below_merges(Graph g) {
+  if (g.time.empty()) return g;
+  size_t next_number = number_operators(g);
+  const Consumers consumers(g);
+  const size_t n = g.nodes.size();
+  // Per source node: the operators to push and the merge's inputs.
+  std::vector<std::vector<size_t>> pushed(n);
+  std::vector<std::vector<std::unique_ptr<BatchSource>>> parts(n);
+  std::vector<bool> moved(n, false);
+  bool any = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (g.nodes[i].op) continue;
+    std::vector<size_t> prefix;
+    for (std::optional<size_t> c = consumers.only(i); c && pushable(g.nodes[*c], g.time); c = consumers.only(*c)) {
+      prefix.push_back(*c);
+    }
+    while (!prefix.empty() && !narrows(*g.nodes[prefix.back()].op)) prefix.pop_back();
+    if (prefix.empty()) continue;
+    parts[i] = gate::unmerge(g.sources[g.nodes[i].source]);
+    if (parts[i].empty()) continue;
+    for (size_t m : prefix) moved[m] = true;
+    pushed[i] = std::move(prefix);
+    any = true;
+  }
+  if (!any) return g;
+
+  Graph out;
+  out.time = g.time;
+  out.sources = std::move(g.sources);
+  for (size_t s = 0; s < out.sources.size(); ++s) {
+    out.source_origin.push_back(g.source_origin.empty() ? std::pair{s, SIZE_MAX} : g.source_origin[s]);
+  }
+  std::vector<size_t> index(n, SIZE_MAX);  // old node -> the new node standing for its stream
+  for (size_t i = 0; i < n; ++i) {
+    if (moved[i]) continue;
+    GraphNode node = g.nodes[i];
+    if (node.op || pushed[i].empty()) {
+      for (size_t& in : node.inputs) in = index[in];
+      out.nodes.push_back(std::move(node));
+      index[i] = out.nodes.size() - 1;
+      continue;
+    }
+    // The merge taken apart: per input a source, then its copy of the pushed operators.
+    const std::pair<size_t, size_t> origin = out.source_origin[node.source];
+    std::vector<size_t> ends;
+    for (size_t j = 0; j < parts[i].size(); ++j) {
+      size_t src = node.source;
+      if (j == 0) {
+        out.sources[src] = std::move(parts[i][0]);
+      } else {
+        src = out.sources.size();
+        out.sources.push_back(std::move(parts[i][j]));
+        out.source_origin.emplace_back();
+      }
+      out.source_origin[src] = {origin.first, j};
+      out.nodes.push_back(GraphNode{nullptr, {}, src});
+      for (size_t m : pushed[i]) {
+        GraphNode copy = g.nodes[m];
+        copy.inputs = {out.nodes.size() - 1};
+        out.nodes.push_back(std::move(copy));
+      }
+      ends.push_back(out.nodes.size() - 1);
+    }
+    const ops::Operator& last = *g.nodes[pushed[i].back()].op;
+    std::vector<std::shared_ptr<const Schema>> schemas(ends.size(), last.output_schema());
+    out.nodes.push_back(GraphNode{ops::make_operator(schemas, g.time, ops::UnionSpec{}), ends, 0, next_number++});
+    index[pushed[i].back()] = out.nodes.size() - 1;
+  }
+  for (size_t o : g.outputs) out.outputs.push_back(index[o]);
+  return out;
+}
 
 Plan plan(const Graph& g, bool fuse) {
   const size_t n = g.nodes.size();
   Plan p;
   p.region_of.assign(n, -1);
   p.fused_of.assign(n, -1);
-  // Fan-out: the consumers of each node, outputs counted as consumers.
-  std::vector<std::vector<size_t>> consumers(n);
-  std::vector<size_t> fan_out(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    for (size_t in : g.nodes[i].inputs) {
-      consumers[in].push_back(i);
-      ++fan_out[in];
-    }
-  }
-  for (size_t o : g.outputs) ++fan_out[o];
+  const Consumers consumers(g);
 
   for (size_t i = 0; i < n; ++i) {
     const GraphNode& node = g.nodes[i];
@@ -94,8 +207,8 @@ Plan plan(const Graph& g, bool fuse) {
     r.nodes.push_back(i);
     if (node.op->kind() == ops::OpKind::kPartitioned) r.key = key_names(*node.op);
     size_t cur = i;
-    while (fan_out[cur] == 1 && consumers[cur].size() == 1) {
-      const size_t c = consumers[cur][0];
+    while (const std::optional<size_t> only = consumers.only(cur)) {
+      const size_t c = *only;
       const GraphNode& next = g.nodes[c];
       if (!parallelizable(next)) break;
       std::vector<std::string> key = r.key;
@@ -160,15 +273,11 @@ Plan plan(const Graph& g, bool fuse) {
 
 Graph apply_fusion(Graph g, const Plan& p) {
   const size_t n = g.nodes.size();
-  // Every operator keeps its number (its place among the operators) for messages and statistics.
-  size_t number = 0;
-  for (GraphNode& node : g.nodes) {
-    if (node.op && node.number == GraphNode::kUnnumbered) node.number = number;
-    if (node.op) ++number;
-  }
+  number_operators(g);  // every operator keeps its number for messages and statistics
   if (p.fused.empty()) return g;
   Graph out;
   out.sources = std::move(g.sources);
+  out.source_origin = std::move(g.source_origin);
   out.time = g.time;
   std::vector<size_t> index(n);  // old node -> new node (a fused chain's members -> the chain)
   for (size_t i = 0; i < n; ++i) {

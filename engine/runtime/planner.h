@@ -64,6 +64,23 @@ struct Plan {
   std::vector<int> fused_of;               // per graph node: its fused chain, or -1
 };
 
+// Operators below the merge (issue 29; docs/architecture.md "Operators below the merge"): a
+// source that merges several inputs (gate::make_merge) and feeds one chain whose first operators
+// are stateless, keep the time column, cannot fail and work row by row (every worker may run
+// them: not map_batches) is taken apart (gate::unmerge): each input becomes a source of its own,
+// followed by its own node of each of those operators (the same operator object: a stateless
+// operator is shared by any number of workers), and a union of the branches takes the merge's
+// place. The union's order, (time, branch, position in the branch), is the merge's (time, input,
+// position) restricted to the rows the operators keep, because every pushed operator keeps each
+// row's time and its branch's row order: the streams after the union equal those after the
+// merged chain, row for row. The pushed prefix ends at its last operator that drops rows or
+// columns (a filter, a narrowing select), since moving one that only adds columns would make the
+// union copy more. The pushed operators cannot fail, so no error names a row of a branch instead
+// of the merged stream's; the inputs are checked (schemas, sorted times) exactly as by the merge.
+// Operators keep their numbers (errors, statistics: the copies of one report together); the
+// union is numbered after every operator of `g`. Returns `g` unchanged when nothing moves.
+Graph push_below_merges(Graph g);
+
 // Plans `g` (sources and operators, as built for a run). With fuse false no chain is fused.
 Plan plan(const Graph& g, bool fuse = true);
 

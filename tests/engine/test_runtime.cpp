@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "gate/merge.h"
 #include "helpers.h"
 #include "ops/joins.h"
 #include "ops/multi_input.h"
@@ -85,8 +86,10 @@ int copies(int64_t v, ops::Selectivity s) {
 class TestOp final : public ops::Operator {
  public:
   // `summary`: the stateful and partitioned kinds emit summary rows at finish().
-  TestOp(ops::OpKind kind, ops::Selectivity sel, int spin_ns, bool summary = true)
-      : kind_(kind), sel_(sel), spin_ns_(spin_ns), summary_(summary) {}
+  // `fails`: what may_fail() says (the planner pushes only operators that cannot fail below a merge).
+  TestOp(ops::OpKind kind, ops::Selectivity sel, int spin_ns, bool summary = true, bool fails = true)
+      : kind_(kind), sel_(sel), spin_ns_(spin_ns), summary_(summary), fails_(fails) {}
+  bool may_fail() const override { return fails_; }
   std::string name() const override { return "test"; }
   std::string describe() const override { return "test"; }
   ops::OpKind kind() const override { return kind_; }
@@ -161,6 +164,7 @@ class TestOp final : public ops::Operator {
   ops::Selectivity sel_;
   int spin_ns_;
   bool summary_;
+  bool fails_;
   std::vector<std::map<int64_t, uint64_t>> keyed_;
   uint64_t global_ = 0;
   uint64_t seen_ = 0;
@@ -473,6 +477,60 @@ TEST(random_graphs_equal_the_sequential_run) {
     }
   }
   CHECK_EQ(configs, 8 * 3 * 3);
+}
+
+// Operators below the merge (runtime/planner.h, push_below_merges): a merge of several inputs
+// feeding a stateless filter that cannot fail, then a partitioned operator. Taken apart (a source
+// and a filter per input, a union in the merge's place) or not, every run equals the sequential
+// run over the merged stream; statistics count the filter's copies as one operator.
+TEST(operators_below_a_merge_equal_the_merged_run) {
+  std::mt19937_64 rng(2929);
+  int configs = 0;
+  for (int trial = 0; trial < 6; ++trial) {
+    const size_t k = 2 + rng() % 4;
+    std::vector<std::vector<Batch>> inputs(k);
+    for (auto& in : inputs) in = split(rng, random_input(rng, rng() % 600, 1 + static_cast<int>(rng() % 10)));
+    auto merged_of = [&] {
+      std::vector<std::unique_ptr<BatchSource>> sources;
+      for (const auto& in : inputs) sources.push_back(std::make_unique<ListSource>(tkvh(), in));
+      return gate::make_merge(std::move(sources), {"t", 1 + static_cast<int64_t>(rng() % 100)});
+    };
+    Rows merged;
+    for (auto m = merged_of(); auto b = m->next();) append(merged, *b);
+    const auto filter = [] {
+      return std::make_shared<TestOp>(ops::OpKind::kStateless, ops::Selectivity::kAtMostOne, 0, false, false);
+    };
+    const auto keyed = [] {
+      return std::make_shared<TestOp>(ops::OpKind::kPartitioned, ops::Selectivity::kExactlyOne, 0, false);
+    };
+    const Rows expected = once(keyed(), once(filter(), merged));
+    for (size_t threads : {1, 2, 4}) {
+      for (bool push_down : {true, false}) {
+        runtime::Graph g;
+        g.time = "t";
+        g.sources.push_back(merged_of());
+        g.nodes.push_back({nullptr, {}, 0});
+        g.nodes.push_back({filter(), {0}, 0});
+        g.nodes.push_back({keyed(), {1}, 0});
+        g.outputs = {2};
+        runtime::PipelineOptions o;
+        o.threads = threads;
+        o.push_down = push_down;
+        o.morsel_rows = threads == 2 ? 3 : 0;
+        runtime::Pipeline p(std::move(g), o);
+        Rows got;
+        while (auto b = p.next()) append(got, *b);
+        REQUIRE(same(got, expected));
+        const runtime::PipelineStats st = p.stats();
+        REQUIRE(st.operators.size() == (push_down ? size_t{3} : size_t{2}));
+        CHECK_EQ(st.operators[0].copies, push_down ? k : size_t{1});
+        CHECK_EQ(st.operators[0].tuples_in, static_cast<int64_t>(merged.size()));
+        if (push_down) CHECK(st.operators[2].name == "union");
+        ++configs;
+      }
+    }
+  }
+  CHECK_EQ(configs, 6 * 3 * 2);
 }
 
 // A run with two outputs: a stateless operator over `input`, and the input itself; 2 workers, at

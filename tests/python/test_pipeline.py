@@ -27,6 +27,7 @@ CONFIGS = [
     dict(threads=3, scheduler="et", partitioning="shared", morsel=5, partitions=3),
     dict(threads=4, scheduler="qst", reorder="locked", morsel=3),
     dict(threads=2, scheduler="ct", partitioning="hybrid"),
+    dict(threads=2, push_down=False, morsel=2),  # several inputs merged before every operator
 ]
 RUNS = {"configurations": 0}
 
@@ -188,6 +189,84 @@ def test_stats_report_every_operator():
     assert s["tuples_in"] == 1000 and s["tuples_out"] == n
     assert s["operators"][0]["tuples_out"] == s["operators"][1]["tuples_in"] == n
     assert s["operators"][1]["kind"] == "partitioned"
+
+
+def _merged_reference(inputs: list[pa.Table]) -> pa.Table:
+    """The inputs in the merged order (time, input index, position), plainly."""
+    tagged = [t.append_column("_i", pa.array([i] * t.num_rows, pa.int64()))
+               .append_column("_p", pa.array(range(t.num_rows), pa.int64())) for i, t in enumerate(inputs)]
+    merged = pa.concat_tables(tagged).sort_by([("ts", "ascending"), ("_i", "ascending"), ("_p", "ascending")])
+    return merged.drop_columns(["_i", "_p"])
+
+
+def test_filters_and_projections_run_on_each_input_before_the_merge():
+    rng = random.Random(29)
+    inputs = _inputs(rng, 4, 3000, 20, False)
+    p = (po.Pipeline(inputs, time="ts").filter(col("v").is_not_null() & (col("item") != 3)).select("ts", "k", "v")
+         .with_columns(w=col("v") * 2).sessionize("k", gap=5))
+    lines = p.explain().splitlines()
+    # Per input: its source, its filter and select; a union in the merge's place; then the rest.
+    assert [line for line in lines if line.startswith(("0 ", "1 "))] == [
+        "0 filter  stateless  selectivity: at most one  parallelism: every worker  <- source 0 input 0",
+        "1 select  stateless  selectivity: exactly one  parallelism: every worker  <- 0"]
+    assert "8 union  4 inputs  selectivity: exactly one  parallelism: 1  <- 1, 3, 5, 7" in lines
+    assert "9 with_columns  stateless  selectivity: exactly one  parallelism: every worker  <- 8" in lines
+    assert "source 0 input 3" in p.explain() and "union" not in p.explain(push_down=False)
+    data = po.plan({"r": p})
+    assert [op["number"] for op in data["operators"]] == [0, 1] * 4 + [4, 2, 3]  # copies keep their numbers
+
+    merged = _merged_reference(inputs)
+    v, item = merged["v"], merged["item"]
+    keep = pc.and_(pc.is_valid(v), pc.not_equal(item, 3)).fill_null(False)
+    expected = (po.Pipeline(merged.filter(keep).select(["ts", "k", "v"]), time="ts").with_columns(w=col("v") * 2)
+                .sessionize("k", gap=5).run(threads=1).to_arrow())
+    for config in CONFIGS:
+        got = p.run(**config).to_arrow()
+        assert got.equals(expected), config
+    result = p.run(threads=2)
+    assert result.to_arrow().equals(expected)
+    ops = result.stats()["operators"]
+    assert [(o["name"], o["copies"]) for o in ops] == [("filter", 4), ("select", 4), ("with_columns", 1),
+                                                       ("sessionize", 1), ("union", 1)]
+    assert ops[0]["tuples_in"] == sum(t.num_rows for t in inputs) and ops[4]["tuples_out"] == expected.num_rows
+
+
+def test_what_stays_after_the_merge():
+    inputs = _inputs(random.Random(3), 3, 50, 5, False)
+    def pushed(p: po.Pipeline) -> bool:
+        return "input 1" in p.explain()
+    base = po.Pipeline(inputs, time="ts")
+    assert pushed(base.filter(col("v") > 0))
+    assert not pushed(base.with_columns(w=col("v") + 1))  # adds columns only: the union would copy more
+    assert not pushed(base.filter(col("v") // col("item") > 0))  # may fail: its error names a merged row
+    assert not pushed(base.with_columns(ts=col("ts") + 1).filter(col("v") > 0))  # rewrites the time
+    assert not pushed(base.sessionize("k", gap=3))
+    assert not pushed(po.Pipeline(inputs[0], time="ts").filter(col("v") > 0))  # one input: no merge to move
+    # Inputs two pipelines read are not taken apart; a pushed filter two pipelines read is the union's.
+    assert "input 1" not in po.explain({"a": base.filter(col("v") > 0), "b": base.filter(col("v") < 0)})
+    shared = base.filter(col("v") > 0)
+    assert "input 1" in po.explain({"a": shared, "b": shared.with_columns(w=col("v"))})
+    got = po.run({"a": shared, "b": shared.with_columns(w=col("v"))}, threads=2).to_arrow()
+    expected = po.run({"a": shared, "b": shared.with_columns(w=col("v"))}, threads=2, push_down=False).to_arrow()
+    assert got["a"].equals(expected["a"]) and got["b"].equals(expected["b"]) and got["a"].num_rows > 0
+    # ... so it still names the row of the merged stream: input 1's row 0 comes first there.
+    with pytest.raises(po.InvalidInputError, match=r"operator 0 \(filter\), row 3 of its input: integer division"):
+        po.Pipeline([pa.table({"ts": [1, 2, 3], "v": [1, 1, 0]}), pa.table({"ts": [0], "v": [1]})], time="ts") \
+            .filter(col("v") // col("v") > 0).run(threads=2).to_arrow()
+
+
+@pytest.mark.parametrize("push_down", [True, False])
+def test_input_errors_below_the_merge_name_the_input_and_row_as_the_merge_does(push_down):
+    good = pa.table({"ts": [1, 2, 3, 4], "v": [1, 2, 3, 4]})
+    bad = pa.table({"ts": [1, 2, 9, 3], "v": [1, 2, 3, 4]})
+    def run(tables):
+        return po.Pipeline(tables, time="ts").filter(col("v") > 1).run(threads=2, push_down=push_down).to_arrow()
+    with pytest.raises(po.UnsortedInputError, match="input 2 is not sorted by 'ts': row 3 has 3, earlier than 9 at row 2"):
+        run([good, good, bad])
+    with pytest.raises(po.NullTimeError, match="input 1 has a null time in column 'ts' at row 2"):
+        run([good, pa.table({"ts": pa.array([1, 2, None], pa.int64()), "v": [1, 2, 3]}), good])
+    with pytest.raises(po.SchemaMismatchError, match="input 1 does not match input 0: column 'v' has type double"):
+        run([good, pa.table({"ts": [1], "v": [1.5]})])
 
 
 def test_map_batches_error_reaches_the_caller_unchanged():
