@@ -1,5 +1,6 @@
 #include "core/gather.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -166,6 +167,31 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
     }
   }
   return Batch(std::move(schema), num_rows, std::move(columns), std::move(owned));
+}
+
+GatherPlan::GatherPlan(std::shared_ptr<const Schema> s, std::vector<Batch> src, std::vector<Segment> segs)
+    : schema(std::move(s)), sources(std::move(src)), segments(std::move(segs)) {
+  ends.reserve(segments.size());
+  int64_t rows = 0;
+  for (const Segment& seg : segments) ends.push_back(rows += seg.length);
+}
+
+Batch gather_range(const GatherPlan& plan, int64_t begin, int64_t end) {
+  // The first segment ending after `begin` and the one holding row end - 1.
+  const auto first = static_cast<size_t>(std::upper_bound(plan.ends.begin(), plan.ends.end(), begin) - plan.ends.begin());
+  const auto last = static_cast<size_t>(std::lower_bound(plan.ends.begin(), plan.ends.end(), end) - plan.ends.begin());
+  auto start_of = [&](size_t s) { return plan.ends[s] - plan.segments[s].length; };  // in plan rows
+  if (first == last) {
+    const Segment& seg = plan.segments[first];
+    return plan.sources[seg.source].slice(seg.start + (begin - start_of(first)), end - begin).with_schema(plan.schema);
+  }
+  std::vector<Segment> segs(plan.segments.begin() + static_cast<std::ptrdiff_t>(first),
+                            plan.segments.begin() + static_cast<std::ptrdiff_t>(last) + 1);
+  const int64_t cut = begin - start_of(first);  // rows of the first segment before `begin`
+  segs.front().start += cut;
+  segs.front().length -= cut;
+  segs.back().length = end - start_of(last);
+  return gather(plan.schema, plan.sources, segs);
 }
 
 bool can_scatter(const Schema& schema) {

@@ -1,6 +1,7 @@
 #pragma once
 // Building new batches from rows of existing ones.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -30,6 +31,21 @@ inline void append_row(std::vector<Segment>& segments, uint32_t source, int64_t 
 // once per column, not once per row. Throws pao::Error if a utf8 column would pass 2 GiB.
 Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> sources,
              std::span<const Segment> segments);
+
+// Rows of `sources` named by `segments`, not yet copied: a gather() decided by one thread and
+// carried out by others, each copying a range of the rows (gather_range). Immutable once made, so
+// any number of threads may read one plan at once.
+struct GatherPlan {
+  std::shared_ptr<const Schema> schema;
+  std::vector<Batch> sources;
+  std::vector<Segment> segments;
+  std::vector<int64_t> ends;  // ends[s]: the rows of segments 0..s together
+  GatherPlan(std::shared_ptr<const Schema> schema, std::vector<Batch> sources, std::vector<Segment> segments);
+  int64_t rows() const noexcept { return ends.empty() ? 0 : ends.back(); }
+};
+// Rows [begin, end) of `plan` as a batch: a zero-copy slice when they lie in one segment,
+// otherwise gathered.
+Batch gather_range(const GatherPlan& plan, int64_t begin, int64_t end);
 
 // The inverse placement: row j of sources[p] becomes row positions[p][j] of a new batch of `rows`
 // rows that owns its buffers; every position in [0, rows) is named exactly once. For columns of

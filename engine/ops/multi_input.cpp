@@ -148,6 +148,10 @@ bool MergedPorts::done() const {
   return true;
 }
 
+GatherPlan MultiInputOperator::push_plan(size_t, const Batch&, int64_t) {
+  throw Error(ErrorKind::kUsage, name() + " makes its output itself: push_plan() is not for it");
+}
+
 namespace {
 
 class Union final : public MultiInputOperator {
@@ -168,6 +172,14 @@ class Union final : public MultiInputOperator {
   int64_t output_bound() const override { return merged_.frontier(); }
 
   Batch push(size_t port, const Batch& in, int64_t bound) override {
+    GatherPlan ready = push_plan(port, in, bound);
+    if (ready.segments.empty()) return empty_batch(output_);
+    if (ready.segments.size() == 1) return gather_range(ready, 0, ready.rows());  // one run: a zero-copy slice
+    return gather(output_, ready.sources, ready.segments);
+  }
+
+  bool plans_output() const override { return true; }
+  GatherPlan push_plan(size_t port, const Batch& in, int64_t bound) override {
     merged_.push(port, in, bound);
     std::vector<Batch> sources;
     std::vector<const Batch*> source_of;  // sources[i] is a copy of the queued batch *source_of[i]
@@ -186,12 +198,7 @@ class Union final : public MultiInputOperator {
       segments.push_back({source, run->start, run->length});
       merged_.consume(*run, run->length);
     }
-    if (segments.empty()) return empty_batch(output_);
-    if (segments.size() == 1) {
-      // One run of one input: a zero-copy slice.
-      return sources[0].slice(segments[0].start, segments[0].length).with_schema(output_);
-    }
-    return gather(output_, sources, segments);
+    return GatherPlan(output_, std::move(sources), std::move(segments));
   }
 
  private:

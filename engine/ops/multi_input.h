@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/batch.h"
+#include "core/gather.h"
 #include "core/order_key.h"
 #include "gate/times.h"
 #include "ops/operator.h"
@@ -36,6 +37,12 @@ class MultiInputOperator : public Operator {
   // `in` (possibly empty) from `port`'s stream, after which that stream sends no time below
   // `bound` (INT64_MAX: it has ended). Returns the rows now ready, in output order.
   virtual Batch push(size_t port, const Batch& in, int64_t bound) = 0;
+  // push(), with the ready rows left uncopied: an operator whose output is rows of its inputs as
+  // they came (union) may hand the runtime a plan of them, which the runtime gathers in ranges on
+  // the workers of the consumers (the merge's order decided once, its copying in parallel).
+  // plans_output() says whether push_plan() may be called.
+  virtual bool plans_output() const { return false; }
+  virtual GatherPlan push_plan(size_t port, const Batch& in, int64_t bound);
   // Every row this operator may still output has time >= output_bound(): what its consumers may
   // be promised after the last push (INT64_MAX once everything has left).
   virtual int64_t output_bound() const = 0;

@@ -160,6 +160,12 @@ void Pipeline::build(Graph graph) {
                                            : stages_[index[node]]->op->output_schema());
   }
   results_.resize(graph.outputs.size());
+  for (auto& st : stages_) {
+    st->planned = st->multi != nullptr && st->multi->plans_output() && st->outputs.empty() && !st->consumers.empty() &&
+                  std::all_of(st->consumers.begin(), st->consumers.end(), [&](const Edge& e) {
+                    return stages_[e.stage]->kind != ops::OpKind::kPartitioned;
+                  });
+  }
 }
 
 Pipeline::~Pipeline() {
@@ -319,13 +325,51 @@ Output* Pipeline::prepare(const std::vector<Edge>& consumers, const std::vector<
   size_t made = 0;
   for (const auto& ws : out->works) made += ws.size();
   if (!outputs.empty()) out->result = std::move(batch);
-  if (made > 0) {
-    const int64_t live = inflight_.fetch_add(static_cast<int64_t>(made), std::memory_order_relaxed) + static_cast<int64_t>(made);
-    int64_t peak = peak_inflight_.load(std::memory_order_relaxed);
-    while (live > peak && !peak_inflight_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
-    }
-  }
+  count_inflight(made);
   return out;
+}
+
+Output* Pipeline::prepare_plan(const std::vector<Edge>& consumers, std::shared_ptr<const GatherPlan> plan,
+                               int64_t entry_ns, int64_t bound) {
+  auto* out = new Output;
+  out->entry_ns = entry_ns;
+  out->works.resize(consumers.size());
+  const int64_t rows = plan->rows();
+  const int64_t m = morsel_rows_ != 0 ? morsel_rows_ : kMaxMorsel;
+  size_t made = 0;
+  for (size_t c = 0; c < consumers.size(); ++c) {
+    const Stage& st = *stages_[consumers[c].stage];
+    std::vector<Work*>& works = out->works[c];
+    if (rows == 0) {
+      if (st.multi != nullptr && bound != INT64_MIN) {  // a pulse, as in prepare()
+        auto* w = new Work;
+        w->batch = empty_batch(plan->schema);
+        w->bound = bound;
+        w->entry_ns.store(entry_ns, std::memory_order_relaxed);
+        works.push_back(w);
+      }
+    }
+    for (int64_t start = 0; start < rows; start += m) {
+      auto* w = new Work;
+      w->plan = plan;
+      w->plan_begin = start;
+      w->plan_rows = std::min(m, rows - start);
+      w->entry_ns.store(entry_ns, std::memory_order_relaxed);
+      if (start + w->plan_rows == rows) w->bound = bound;
+      works.push_back(w);
+    }
+    made += works.size();
+  }
+  count_inflight(made);
+  return out;
+}
+
+void Pipeline::count_inflight(size_t made) {
+  if (made == 0) return;
+  const int64_t live = inflight_.fetch_add(static_cast<int64_t>(made), std::memory_order_relaxed) + static_cast<int64_t>(made);
+  int64_t peak = peak_inflight_.load(std::memory_order_relaxed);
+  while (live > peak && !peak_inflight_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
 }
 
 // Links an operator's (or a source's) output, in serial order and one thread at a time per
@@ -363,8 +407,8 @@ void Pipeline::link_into(const Edge& e, std::vector<Work*>& works) {
     w->serial = serial++;
     w->port = static_cast<uint32_t>(e.port);
     w->first_row = st.rows_linked[e.port];
-    st.rows_linked[e.port] += w->batch.num_rows();
-    st.queued_rows.fetch_add(w->batch.num_rows(), std::memory_order_relaxed);
+    st.rows_linked[e.port] += w->rows();
+    st.queued_rows.fetch_add(w->rows(), std::memory_order_relaxed);
     if (st.kind == ops::OpKind::kPartitioned) {
       // Once its last piece is pushed a worker may finish the morsel and free `w`: read
       // everything first.
@@ -628,9 +672,18 @@ size_t Pipeline::step(size_t i, size_t worker) {
     w->entry_ns.store(now_ns(), std::memory_order_relaxed);
   }
   Batch out;
+  std::shared_ptr<const GatherPlan> plan;
   int64_t bound = INT64_MIN;
   try {
-    if (st.multi != nullptr) {
+    if (w->plan) {
+      // A morsel of a planned output: this worker does its share of the producer's gather.
+      w->batch = gather_range(*w->plan, w->plan_begin, w->plan_begin + w->plan_rows);
+      w->plan.reset();
+    }
+    if (st.planned) {
+      plan = std::make_shared<const GatherPlan>(st.multi->push_plan(w->port, w->batch, w->bound));
+      bound = st.multi->output_bound();
+    } else if (st.multi != nullptr) {
       out = st.multi->push(w->port, w->batch, w->bound);
       bound = st.multi->output_bound();
     } else {
@@ -643,7 +696,7 @@ size_t Pipeline::step(size_t i, size_t worker) {
     inflight_.fetch_sub(1, std::memory_order_relaxed);
     in_operator(i, first_row);
   }
-  complete(i, w, std::move(out), bound);
+  complete(i, w, std::move(out), bound, std::move(plan));
   return 1;
 }
 
@@ -680,16 +733,17 @@ Batch Pipeline::merge_appended(const Stage& st, const Work& w) {
 // Stage i is done with Work w whose output is `out`, after which its stream sends nothing below
 // `bound`: prepares it for the consumers (in this worker, in parallel with others) and deposits
 // it in the reorder buffer.
-void Pipeline::complete(size_t i, Work* w, Batch out, int64_t bound) {
+void Pipeline::complete(size_t i, Work* w, Batch out, int64_t bound, std::shared_ptr<const GatherPlan> plan) {
   Stage& st = *stages_[i];
   const int64_t rows_in = w->batch.num_rows();
   st.tuples_in.fetch_add(rows_in, std::memory_order_relaxed);
-  st.tuples_out.fetch_add(out.num_rows(), std::memory_order_relaxed);
+  st.tuples_out.fetch_add(plan ? plan->rows() : out.num_rows(), std::memory_order_relaxed);
   st.morsels.fetch_add(1, std::memory_order_relaxed);
   st.queued_rows.fetch_sub(rows_in, std::memory_order_relaxed);
   const uint64_t serial = w->serial;
-  Output* o = prepare(st.consumers, st.outputs, std::move(out), w->entry_ns.load(std::memory_order_relaxed), bound,
-                      nullptr);
+  const int64_t entry_ns = w->entry_ns.load(std::memory_order_relaxed);
+  Output* o = plan ? prepare_plan(st.consumers, std::move(plan), entry_ns, bound)
+                   : prepare(st.consumers, st.outputs, std::move(out), entry_ns, bound, nullptr);
   delete w;
   inflight_.fetch_sub(1, std::memory_order_relaxed);
   st.reorder->send(serial, o);

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "core/batch.h"
+#include "core/gather.h"
 #include "ops/multi_input.h"
 #include "ops/operator.h"
 #include "sync/queues.h"
@@ -191,13 +192,17 @@ class Pipeline : public BatchSource {
   int pick(size_t worker, uint64_t excluded);
   size_t run_stage(size_t i, size_t worker);
   size_t step(size_t i, size_t worker);
-  void complete(size_t i, Work* w, Batch out, int64_t bound);
+  void complete(size_t i, Work* w, Batch out, int64_t bound, std::shared_ptr<const GatherPlan> plan = nullptr);
   Batch merge_appended(const Stage& st, const Work& w);
   // An output for `consumers` (cut into their morsels, routed) and for the result queues
   // `outputs`. From a `source` (else null): morsels sized for the workers, each carrying its own
   // last time as bound (a source is sorted); otherwise only the last morsel carries `bound`.
   Output* prepare(const std::vector<Edge>& consumers, const std::vector<size_t>& outputs, Batch batch,
                   int64_t entry_ns, int64_t bound, const SourceState* source);
+  // The same for a planned output (Stage::planned): morsels of plan rows, gathered later.
+  Output* prepare_plan(const std::vector<Edge>& consumers, std::shared_ptr<const GatherPlan> plan, int64_t entry_ns,
+                       int64_t bound);
+  void count_inflight(size_t made);
   void link(const std::vector<Edge>& consumers, const std::vector<size_t>& outputs, Output* out);
   void link_into(const Edge& e, std::vector<Work*>& works);
   // The stream into `e` has ended: multi-input operators get the end as a bound.

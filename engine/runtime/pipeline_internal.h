@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/batch.h"
+#include "core/gather.h"
 #include "ops/fused.h"
 #include "ops/multi_input.h"
 #include "ops/operator.h"
@@ -29,6 +30,13 @@ inline constexpr int64_t kMaxMorsel = 32768;
 // their outputs by source row.
 struct Work {
   Batch batch;
+  // A morsel of a planned output (MultiInputOperator::push_plan): rows [plan_begin, plan_begin +
+  // plan_rows) of `plan`, gathered into `batch` by the worker that takes it (step()), so the
+  // copying of a merge's rows runs on the consumers' workers, in parallel.
+  std::shared_ptr<const GatherPlan> plan;
+  int64_t plan_begin = 0;
+  int64_t plan_rows = 0;
+  int64_t rows() const noexcept { return plan ? plan_rows : batch.num_rows(); }
   uint64_t serial = 0;
   uint32_t port = 0;
   // After this morsel the stream sends no time below `bound` (INT64_MIN: no promise; INT64_MAX:
@@ -85,6 +93,10 @@ struct Stage {
   bool scatter = false;  // every appended column fixed-width: the merge scatters (core/gather.h)
   size_t ports = 1;
   bool preserves_time = false;  // outputs carry their input morsel's bound
+  // Its outputs leave as plans (MultiInputOperator::push_plan), gathered by its consumers'
+  // workers: when it can, and only stateless or stateful operators (no partitioned one: routing
+  // reads the keys at once) and no result queue consume it.
+  bool planned = false;
   std::vector<Edge> consumers;
   std::vector<size_t> outputs;  // result queues this stage's node feeds
   // Cumulative selectivity: which stages and sources feed this one (for the heuristics).

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/exact_sum.h"
 #include "core/gather.h"
+#include "core/values.h"
 #include "helpers.h"
 #include "unit.h"
 
@@ -150,6 +151,50 @@ TEST(scatter_equals_gather_in_position_order) {
     }
   }
   CHECK(!can_scatter(*fixtures::time_string_schema()));
+}
+
+// gather_range() of any row range of a plan equals that range of the whole gather: strings
+// (short ones, copied without a library call, and long), nulls, segments cut at both ends, and
+// ranges inside one segment (zero-copy slices).
+TEST(gather_range_equals_the_range_of_the_whole_gather) {
+  std::mt19937_64 rng(11);
+  auto sch = fixtures::time_string_schema();
+  for (int round = 0; round < 100; ++round) {
+    std::vector<Batch> sources;
+    for (int p = 0; p < 3; ++p) {
+      const int64_t n = 1 + static_cast<int64_t>(rng() % 20);
+      std::vector<int64_t> t;
+      std::vector<std::string> v;
+      std::vector<bool> valid;
+      for (int64_t r = 0; r < n; ++r) {
+        t.push_back(r);
+        v.push_back(std::string(rng() % 24, static_cast<char>('a' + rng() % 26)));
+        valid.push_back(rng() % 5 != 0);
+      }
+      sources.push_back(fixtures::time_string_batch(sch, t, v, valid));
+    }
+    std::vector<Segment> segs;
+    for (int k = 0; k < 8; ++k) {
+      const auto src = static_cast<uint32_t>(rng() % 3);
+      const int64_t n = sources[src].num_rows();
+      const int64_t start = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+      segs.push_back({src, start, 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(n - start))});
+    }
+    const Batch whole = gather(sch, sources, segs);
+    const GatherPlan plan(sch, sources, segs);
+    REQUIRE(plan.rows() == whole.num_rows());
+    for (int k = 0; k < 10; ++k) {
+      const int64_t begin = static_cast<int64_t>(rng() % static_cast<uint64_t>(plan.rows()));
+      const int64_t end = begin + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(plan.rows() - begin));
+      const Batch got = gather_range(plan, begin, end);
+      REQUIRE(got.num_rows() == end - begin);
+      for (int64_t r = 0; r < got.num_rows(); ++r) {
+        CHECK_EQ(got.column(0).typed<int64_t>()[r], whole.column(0).typed<int64_t>()[begin + r]);
+        CHECK_EQ(got.column(1).is_valid(r), whole.column(1).is_valid(begin + r));
+        CHECK(string_at(got.column(1), sch->fields[1].type, r) == string_at(whole.column(1), sch->fields[1].type, begin + r));
+      }
+    }
+  }
 }
 
 TEST(gather_bools_and_narrow_types) {
