@@ -313,6 +313,14 @@ void visit_strings(const Datum& d, F&& f) {
   return f(Strings<int64_t>(d));
 }
 
+// sizeof(W) bytes at `p`, any alignment (one move).
+template <class W>
+W load(const char* p) noexcept {
+  W w;
+  std::memcpy(&w, p, sizeof(W));
+  return w;
+}
+
 // `row` is the row of the batch being evaluated; the pipeline runtime names the operator and the
 // row within its input (core/error.h).
 [[noreturn]] void row_error(const Node& node, const std::string& what, int64_t row) {
@@ -406,13 +414,34 @@ Datum eval_comparison(const Node& node, const Datum& a, const Datum& b, int64_t 
       const std::string_view want = l[0];
       visit_strings(column, [&](const auto& x) {
         const auto* offsets = x.offsets;
-        if (want.size() <= 16) {
+        const size_t n = want.size();
+        if (n >= 4 && n <= 16) {
+          // Without a branch on the row: two fixed-size loads that overlap in the middle cover the
+          // n bytes; a row of another length compares the literal with itself (its pointer
+          // selected instead of the row's), so no load leaves the row's bytes or the literal's.
+          auto words = [&]<class W>(std::type_identity<W>) {
+            const W head = load<W>(want.data());
+            const W tail = load<W>(want.data() + n - sizeof(W));
+            pack_bits(rows, out, [&](int64_t i) {
+              const auto begin = offsets[i];
+              const bool len_ok = static_cast<size_t>(offsets[i + 1] - begin) == n;
+              const char* p = len_ok ? x.data + begin : want.data();
+              const bool same = len_ok & (load<W>(p) == head) & (load<W>(p + n - sizeof(W)) == tail);
+              return same == eq;
+            });
+          };
+          if (n >= 8) {
+            words(std::type_identity<uint64_t>{});
+          } else {
+            words(std::type_identity<uint32_t>{});
+          }
+        } else if (n < 4) {
           pack_bits(rows, out, [&](int64_t i) {
             const auto begin = offsets[i];
-            if (static_cast<size_t>(offsets[i + 1] - begin) != want.size()) return !eq;
+            if (static_cast<size_t>(offsets[i + 1] - begin) != n) return !eq;
             const char* p = x.data + begin;
             bool same = true;
-            for (size_t k = 0; k < want.size(); ++k) same &= p[k] == want[k];
+            for (size_t k = 0; k < n; ++k) same &= p[k] == want[k];
             return same == eq;
           });
         } else {

@@ -212,6 +212,24 @@ def test_string_bool_and_timestamp_comparisons(batch, pair, op):
     same(evaluate(compare(ea, eb, op), batch), COMPARISONS[op](x, y))
 
 
+@given(st.lists(st.none() | st.text(alphabet="ab", max_size=18), max_size=40), st.text(alphabet="ab", max_size=18),
+       st.integers(0, 40), st.sampled_from([pa.string(), pa.large_string()]))
+def test_string_equals_a_literal_of_any_length(values, literal, pick, type_):
+    # Every path of == / != against one string: under 4 bytes, 4 to 16 (two overlapping word
+    # loads), over 16 (memcmp); the literal is often one of the column's values.
+    present = [v for v in values if v is not None]
+    if present and pick < 30:
+        literal = present[pick % len(present)]
+    # Strings of the literal's length that differ from it in one byte: first, middle or last.
+    flip = {"a": "b", "b": "a"}
+    values = values + [literal[:i] + flip[literal[i]] + literal[i + 1:] for i in {0, len(literal) // 2, len(literal) - 1}
+                       if literal] + [literal]
+    batch = pa.record_batch({"s": pa.array(values, type_)})
+    same(evaluate(col("s") == literal, batch), pc.equal(batch.column("s"), literal))
+    same(evaluate(col("s") != literal, batch), pc.not_equal(batch.column("s"), literal))
+    same(evaluate(lit(literal) != col("s"), batch), pc.not_equal(batch.column("s"), literal))
+
+
 @given(batches(), st.integers(-5, 5), st.sampled_from(list(COMPARISONS)))
 def test_timestamps_compare_with_integers_in_their_unit(batch, value, op):
     raw = batch.column("ts").cast(pa.int64())
