@@ -10,6 +10,10 @@ Workloads (one sorted input unless said; every run's output is checked equal to 
               count with the top 3 items per hour (window_aggregate -> top_k)
   graph (b)   readings priced by the tariff in force (join_asof with a tariff stream, rows/100),
               then cost = kwh * price and a 15-minute sum per meter
+  filter (4 inputs)            benchmarks.pipelines' stateless pipeline (filter(price not null & event !=
+                               "view"), two computed columns) over benchmarks.graphs' clickstream dealt to 4
+                               inputs: the filter runs on each input before the merge (push_down)
+  filter (4 inputs; merged first)   the same with push_down=False
 Throughput is rows of input (both inputs for graph (b)) over the best run's wall time. Only figures
 of one run compare: the machine's speed is its own.
 """
@@ -79,7 +83,20 @@ def workloads(rows: int):
              .window_aggregate(po.tumbling(15 * MINUTE), {"cost": po.sum("cost"), "n": po.count()}, key="meter"))
         return {"cost": q}, reads.num_rows + tariffs.num_rows
 
-    return {"stateless": stateless, "sessions": sessions, "graph (a)": graph_a, "graph (b)": graph_b}
+    def filtered(push_down: bool):
+        def build():
+            from benchmarks.graphs import clickstream as events
+            from benchmarks.pipelines import split
+            if "parts" not in cache:
+                cache["parts"] = split(events(rows), 4)
+            p = (po.Pipeline(cache["parts"], time="ts").filter(col("price").is_not_null() & (col("event") != "view"))
+                 .with_columns(gross=col("price") * 1.2, minute=col("ts") // MINUTE))
+            return {"out": p}, rows, {"push_down": push_down}
+        return build
+
+    cache: dict[str, list[pa.Table]] = {}
+    return {"stateless": stateless, "sessions": sessions, "graph (a)": graph_a, "graph (b)": graph_b,
+            "filter (4 inputs)": filtered(True), "filter (4 inputs; merged first)": filtered(False)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -103,9 +120,9 @@ def main(argv: list[str] | None = None) -> None:
         for t in threads:
             best = float("inf")
             for _ in range(args.repeat):
-                outputs, tuples = build()
+                outputs, tuples, *options = build()
                 start = clock.perf_counter()
-                tables = po.run(outputs, threads=t).to_arrow()
+                tables = po.run(outputs, threads=t, **(options[0] if options else {})).to_arrow()
                 best = min(best, clock.perf_counter() - start)
                 if reference is None:
                     reference = tables
