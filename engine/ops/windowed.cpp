@@ -402,6 +402,7 @@ class KeyedWindows final : public Operator {
     key_schema_ = std::make_shared<const Schema>(std::move(keys));
     for (const window::AggSpec& spec : query.aggs) prototypes_.emplace_back(spec, *input_);
     ring_ = (window_.size - 1) / window_.advance + 1;
+    whole_ring_ = window_.size % window_.advance == 0;
     set_partitions(1);
   }
 
@@ -428,21 +429,25 @@ class KeyedWindows final : public Operator {
       const int64_t row = rows[i];
       const int64_t t = time_.at(in, row);
       const uint32_t key = p.ids[i];
+      // The windows containing t: one division when the size is a multiple of the advance.
+      const int64_t kl = window_.last_k(t);
+      const int64_t kf = whole_ring_ ? kl - ring_ + 1 : window_.first_k(t);
       if (key == p.last.size()) {
         add_key(p, key);
       } else {
         const int64_t previous = p.last[key];
         if (t < previous) time_.went_back(previous, t, "the key's previous tuple", row);
-        // Close the key's windows ending at or before t: those before the first window containing t.
-        const int64_t close_to = std::min(window_.last_k(previous), window_.first_k(t) - 1);
-        for (int64_t k = window_.first_k(previous); k <= close_to; ++k) {
+        // Close the key's windows ending at or before t: its open ones (its previous tuple's)
+        // before the first window containing t.
+        const OpenWindows open = p.open[key];
+        const int64_t close_to = std::min(open.last, kf - 1);
+        for (int64_t k = open.first; k <= close_to; ++k) {
           close_window(p, key, k, p.out);
           p.source_rows.push_back(row);
         }
       }
       p.last[key] = t;
-      const int64_t kf = window_.first_k(t);
-      const int64_t kl = window_.last_k(t);
+      p.open[key] = {kf, kl};
       if (kf > kl) continue;  // in a gap between windows
       for (size_t a = 0; a < prototypes_.size(); ++a) {
         if (prototypes_[a].needs_value()) p.values[a] = prototypes_[a].read(in, row);
@@ -506,6 +511,12 @@ class KeyedWindows final : public Operator {
   }
 
  private:
+  // The windows [first, last] (by k) of a key's latest tuple: its open windows.
+  struct OpenWindows {
+    int64_t first = 0;
+    int64_t last = -1;
+  };
+
   // One partition's state; only the worker running that partition touches it.
   struct Partition {
     explicit Partition(const KeyedWindows& op)
@@ -515,6 +526,7 @@ class KeyedWindows final : public Operator {
     KeyTable keys;
     std::vector<window::AggStates> aggs;  // per aggregate: slot id * ring + (k mod ring)
     std::vector<int64_t> last;            // per key id: the time of its latest tuple
+    std::vector<OpenWindows> open;        // per key id: the windows containing its latest tuple
     std::vector<window::Value> values;    // the current tuple's aggregate inputs
     std::vector<ColumnBuilder> out;       // the current call's output rows
     std::vector<int64_t> source_rows;
@@ -522,6 +534,7 @@ class KeyedWindows final : public Operator {
   };
 
   uint32_t slot_of(uint32_t key, int64_t k) const noexcept {
+    if (ring_ == 1) return key;  // tumbling: one open window per key
     const int64_t m = ((k % ring_) + ring_) % ring_;
     return static_cast<uint32_t>(static_cast<int64_t>(key) * ring_ + m);
   }
@@ -535,6 +548,7 @@ class KeyedWindows final : public Operator {
                       " keys times " + std::to_string(ring_) + " windows per tuple)");
     }
     p.last.push_back(INT64_MIN);
+    p.open.emplace_back();
     for (window::AggStates& a : p.aggs) {
       if (a.size() < needed) a.resize(std::max<size_t>(needed, 2 * a.size()));  // new cells are fresh
     }
@@ -564,6 +578,7 @@ class KeyedWindows final : public Operator {
   std::shared_ptr<const Schema> key_schema_;
   std::vector<window::AggStates> prototypes_;
   int64_t ring_ = 1;
+  bool whole_ring_ = false;  // size is a multiple of advance: first_k(t) = last_k(t) - ring_ + 1
   std::vector<std::unique_ptr<Partition>> parts_;
 };
 
