@@ -255,6 +255,18 @@ def test_what_stays_after_the_merge():
             .filter(col("v") // col("v") > 0).run(threads=2).to_arrow()
 
 
+@pytest.mark.parametrize("time_type", [pa.timestamp("ms", "UTC"), pa.date32(), pa.int32()])
+def test_filters_below_the_merge_with_every_time_type(time_type):
+    times = pa.array([1, 3, 3, 7], pa.int64() if pa.types.is_timestamp(time_type) else pa.int32()).cast(time_type)
+    a = pa.table({"t": times, "v": [1, -2, 3, 4]})
+    b = pa.table({"t": times, "v": [5, 6, -7, 8]})
+    p = po.Pipeline([a, b], time="t").filter(col("v") > 0).select("t", "v")
+    assert "source 0 input 1" in p.explain()
+    got = p.run(threads=2).to_arrow()
+    assert got.equals(p.run(threads=2, push_down=False).to_arrow())
+    assert got["v"].to_pylist() == [1, 5, 3, 6, 4, 8] and got.schema.field("t").type == time_type  # ties: input 0 first
+
+
 @pytest.mark.parametrize("push_down", [True, False])
 def test_input_errors_below_the_merge_name_the_input_and_row_as_the_merge_does(push_down):
     good = pa.table({"ts": [1, 2, 3, 4], "v": [1, 2, 3, 4]})
