@@ -5,42 +5,6 @@
 
 namespace pao {
 
-Layout DataType::layout() const noexcept {
-  switch (id) {
-    case TypeId::kBool:
-      return Layout::kBits;
-    case TypeId::kUtf8:
-      return Layout::kOffsets32;
-    case TypeId::kLargeUtf8:
-      return Layout::kOffsets64;
-    default:
-      return Layout::kFixed;
-  }
-}
-
-int DataType::byte_width() const noexcept {
-  switch (id) {
-    case TypeId::kInt8:
-    case TypeId::kUInt8:
-      return 1;
-    case TypeId::kInt16:
-    case TypeId::kUInt16:
-      return 2;
-    case TypeId::kInt32:
-    case TypeId::kUInt32:
-    case TypeId::kFloat32:
-    case TypeId::kDate32:
-      return 4;
-    case TypeId::kInt64:
-    case TypeId::kUInt64:
-    case TypeId::kFloat64:
-    case TypeId::kTimestamp:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
 bool DataType::is_temporal_key() const noexcept {
   return id == TypeId::kTimestamp || id == TypeId::kDate32 || id == TypeId::kInt32 ||
          id == TypeId::kInt64;

@@ -42,9 +42,34 @@ struct DataType {
   TimeUnit unit = TimeUnit::kSecond;  // only for kTimestamp
   std::string timezone;               // only for kTimestamp; empty = naive
 
-  Layout layout() const noexcept;
+  // Inline, both: the keyed operators read a value (a row's time, a key) per row through them, and
+  // a call into another unit per value was a visible share of a keyed pipeline's time.
+  Layout layout() const noexcept {
+    switch (id) {
+      case TypeId::kBool: return Layout::kBits;
+      case TypeId::kUtf8: return Layout::kOffsets32;
+      case TypeId::kLargeUtf8: return Layout::kOffsets64;
+      default: return Layout::kFixed;
+    }
+  }
   // Bytes per value for Layout::kFixed, 0 otherwise.
-  int byte_width() const noexcept;
+  int byte_width() const noexcept {
+    switch (id) {
+      case TypeId::kInt8:
+      case TypeId::kUInt8: return 1;
+      case TypeId::kInt16:
+      case TypeId::kUInt16: return 2;
+      case TypeId::kInt32:
+      case TypeId::kUInt32:
+      case TypeId::kFloat32:
+      case TypeId::kDate32: return 4;
+      case TypeId::kInt64:
+      case TypeId::kUInt64:
+      case TypeId::kFloat64:
+      case TypeId::kTimestamp: return 8;
+      default: return 0;
+    }
+  }
   // True for the types a time column may have: timestamp, date32, int32, int64.
   bool is_temporal_key() const noexcept;
   // pyarrow's spelling, e.g. "timestamp[ms, tz=UTC]", used in every error message.
