@@ -476,7 +476,7 @@ class KeyedWindows final : public Operator {
     for (uint32_t part = 0; part < parts_.size(); ++part) {
       const Partition& p = *parts_[part];
       for (uint32_t key = 0; key < p.last.size(); ++key) {
-        if (window_.first_k(p.last[key]) > window_.last_k(p.last[key])) continue;  // nothing open
+        if (p.open[key].first > p.open[key].last) continue;  // nothing open
         p.keys.append(key, key_builders, 0);
         owners.push_back({part, key});
       }
@@ -494,8 +494,8 @@ class KeyedWindows final : public Operator {
     std::vector<Open> open;
     for (uint32_t i = 0; i < owners.size(); ++i) {
       const uint32_t global = order.id(key_batch, i);
-      const int64_t last = parts_[owners[i].part]->last[owners[i].key];
-      for (int64_t k = window_.first_k(last); k <= window_.last_k(last); ++k) open.push_back({k, global, i});
+      const OpenWindows windows = parts_[owners[i].part]->open[owners[i].key];
+      for (int64_t k = windows.first; k <= windows.last; ++k) open.push_back({k, global, i});
     }
     std::sort(open.begin(), open.end(), [&](const Open& a, const Open& b) {
       if (a.k != b.k) return a.k < b.k;

@@ -262,6 +262,19 @@ void Pipeline::fail(std::exception_ptr e) {
 
 void Pipeline::wake() { work_.notify(); }
 
+namespace {
+// A pulse: an empty morsel that only carries the stream's bound, for an operator waiting on this
+// stream's progress (section 4.3.3's pulses; nobody else needs it).
+void add_pulse(const Stage& st, std::vector<Work*>& works, const Batch& empty, int64_t bound, int64_t entry_ns) {
+  if (st.multi == nullptr || bound == INT64_MIN) return;
+  auto* w = new Work;
+  w->batch = empty;
+  w->bound = bound;
+  w->entry_ns.store(entry_ns, std::memory_order_relaxed);
+  works.push_back(w);
+}
+}  // namespace
+
 Output* Pipeline::prepare(const std::vector<Edge>& consumers, const std::vector<size_t>& outputs, Batch batch,
                           int64_t entry_ns, int64_t bound, const SourceState* source) {
   // A source's time column: its morsels bound the stream by their own last time.
@@ -275,15 +288,7 @@ Output* Pipeline::prepare(const std::vector<Edge>& consumers, const std::vector<
     const Stage& st = *stages_[consumers[c].stage];
     std::vector<Work*>& works = out->works[c];
     if (rows == 0) {
-      // A pulse: an empty morsel that only carries the stream's bound, for an operator waiting on
-      // this stream's progress (section 4.3.3's pulses; nobody else needs it).
-      if (st.multi != nullptr && bound != INT64_MIN) {
-        auto* w = new Work;
-        w->batch = batch;
-        w->bound = bound;
-        w->entry_ns.store(entry_ns, std::memory_order_relaxed);
-        works.push_back(w);
-      }
+      add_pulse(st, works, batch, bound, entry_ns);
       continue;
     }
     const int64_t m = morsel_rows_ != 0 ? morsel_rows_ : source != nullptr ? morsel_rows_for(rows, threads_) : kMaxMorsel;
@@ -340,15 +345,7 @@ Output* Pipeline::prepare_plan(const std::vector<Edge>& consumers, std::shared_p
   for (size_t c = 0; c < consumers.size(); ++c) {
     const Stage& st = *stages_[consumers[c].stage];
     std::vector<Work*>& works = out->works[c];
-    if (rows == 0) {
-      if (st.multi != nullptr && bound != INT64_MIN) {  // a pulse, as in prepare()
-        auto* w = new Work;
-        w->batch = empty_batch(plan->schema);
-        w->bound = bound;
-        w->entry_ns.store(entry_ns, std::memory_order_relaxed);
-        works.push_back(w);
-      }
-    }
+    if (rows == 0) add_pulse(st, works, empty_batch(plan->schema), bound, entry_ns);
     for (int64_t start = 0; start < rows; start += m) {
       auto* w = new Work;
       w->plan = plan;
