@@ -1,6 +1,7 @@
 #include "core/gather.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -43,26 +44,98 @@ void gather_fixed(std::span<const SourceColumn> src, std::span<const Segment> se
   }
 }
 
-// Copies bits, e.g. bool values or validity, and returns how many copied bits were 0. A source
-// without a bitmap (`bits` == nullptr) counts as all ones.
-int64_t gather_bitmap(std::span<const SourceColumn> src, std::span<const Segment> segments,
-                      bool validity, uint8_t* out) {
-  int64_t o = 0;
-  int64_t zeros = 0;
-  for (const Segment& s : segments) {
-    const SourceColumn& c = src[s.source];
-    const auto* bits = validity ? c.validity : static_cast<const uint8_t*>(c.values);
-    if (bits == nullptr) {
-      for (int64_t i = 0; i < s.length; ++i) or_bit(out, o++, true);
-      continue;
-    }
-    for (int64_t i = c.offset + s.start, e = i + s.length; i < e; ++i) {
-      const bool v = get_bit(bits, i);
-      or_bit(out, o++, v);
-      zeros += !v;
-    }
+// Writes a bitmap in order, a 64-bit word at a time: a read-modify-write of memory per bit costs
+// several times the bit's read. `out` must hold whole words (bitmap_words()).
+class BitWriter {
+ public:
+  explicit BitWriter(uint8_t* out) noexcept : out_(out) {}
+  void push(uint64_t bit) noexcept {
+    word_ |= bit << used_;
+    if (++used_ == 64) flush();
   }
-  return zeros;
+  void finish() noexcept {
+    if (used_ != 0) flush();
+  }
+
+ private:
+  void flush() noexcept {
+    std::memcpy(out_, &word_, sizeof word_);
+    out_ += sizeof word_;
+    word_ = 0;
+    used_ = 0;
+  }
+  uint8_t* out_;
+  uint64_t word_ = 0;
+  unsigned used_ = 0;
+};
+
+// Bytes of a bitmap of `bits` bits rounded up to whole 64-bit words (BitWriter writes words).
+size_t bitmap_words_bytes(int64_t bits) { return static_cast<size_t>((bits + 63) / 64) * 8; }
+
+// The zero bits among the first `bits` of a bitmap whose bits past them are zero.
+int64_t count_zeros(const uint8_t* bitmap, int64_t bits) {
+  int64_t ones = 0;
+  for (size_t w = 0, n = bitmap_words_bytes(bits) / 8; w < n; ++w) {
+    uint64_t word;
+    std::memcpy(&word, bitmap + w * 8, sizeof word);
+    ones += std::popcount(word);
+  }
+  return bits - ones;
+}
+
+// The bitmap of a column: validity or bool values. A source without one (no nulls) reads as all
+// ones: its pointer is a single byte of ones and its index mask 0, so the read needs no branch.
+struct BitSource {
+  const uint8_t* bits;
+  int64_t offset;
+  int64_t mask;
+};
+const uint8_t kAllOnes = 0xFF;
+std::vector<BitSource> bit_sources(std::span<const SourceColumn> src, bool validity) {
+  std::vector<BitSource> out;
+  out.reserve(src.size());
+  for (const SourceColumn& c : src) {
+    const auto* bits = validity ? c.validity : static_cast<const uint8_t*>(c.values);
+    out.push_back(bits == nullptr ? BitSource{&kAllOnes, 0, 0} : BitSource{bits, c.offset, ~int64_t{0}});
+  }
+  return out;
+}
+inline uint64_t read_bit(const BitSource& b, int64_t row) noexcept {
+  return static_cast<uint64_t>(get_bit(b.bits, (b.offset + row) & b.mask));
+}
+
+// One output row: its source and its row there (< 2^32). Inputs that interleave finely make
+// segments of a row or two; copying them through this index costs no branch per segment per
+// column, where a loop over segments mispredicts its length at each one.
+struct RowRef {
+  uint32_t source;
+  uint32_t row;
+};
+
+template <class F>
+void for_each_row(std::span<const Segment> segments, F&& f) {
+  for (const Segment& s : segments)
+    for (int64_t i = s.start, e = s.start + s.length; i < e; ++i) f(s.source, i);
+}
+template <class F>
+void for_each_row(std::span<const RowRef> rows, F&& f) {
+  for (const RowRef& r : rows) f(r.source, static_cast<int64_t>(r.row));
+}
+
+// Copies bits (bool values or validity) into `out` (bitmap_words_bytes(rows) bytes).
+template <class Rows>
+void gather_bitmap(std::span<const SourceColumn> src, Rows rows, bool validity, uint8_t* out) {
+  const std::vector<BitSource> from = bit_sources(src, validity);
+  BitWriter w(out);
+  for_each_row(rows, [&](uint32_t source, int64_t row) { w.push(read_bit(from[source], row)); });
+  w.finish();
+}
+
+template <class T>
+void gather_fixed(std::span<const SourceColumn> src, std::span<const RowRef> rows, T* out) {
+  std::vector<const T*> base(src.size());
+  for (size_t i = 0; i < src.size(); ++i) base[i] = static_cast<const T*>(src[i].values) + src[i].offset;
+  for (const RowRef& r : rows) *out++ = base[r.source][r.row];
 }
 
 // memcpy, without a library call for the few bytes of a row or two of short strings (inputs that
@@ -84,26 +157,26 @@ inline void copy_bytes(uint8_t* to, const uint8_t* from, size_t n) {
   }
 }
 
+// Total bytes and the copy, per segment (one copy for its rows' bytes) or per row.
 template <class Offset>
-void gather_strings(std::span<const SourceColumn> src, std::span<const Segment> segments,
-                    const std::string& name, int64_t num_rows, BatchMemory& owned, Column& out) {
-  std::vector<const Offset*> base(src.size());
-  for (size_t i = 0; i < src.size(); ++i) base[i] = static_cast<const Offset*>(src[i].values) + src[i].offset;
+int64_t string_bytes(const std::vector<const Offset*>& base, std::span<const Segment> segments) {
   int64_t total = 0;
   for (const Segment& s : segments) {
     const Offset* offs = base[s.source] + s.start;
     total += static_cast<int64_t>(offs[s.length] - offs[0]);
   }
-  if (total > static_cast<int64_t>(std::numeric_limits<Offset>::max())) {
-    throw Error(ErrorKind::kInvalidInput,
-                "column '" + name + "' holds more than 2 GiB of string data in one output batch; "
-                "pass a smaller batch_size or use large_string");
-  }
-  auto* offsets = reinterpret_cast<Offset*>(owned.allocate((num_rows + 1) * sizeof(Offset)));
-  uint8_t* bytes = owned.allocate(static_cast<size_t>(total));
+  return total;
+}
+template <class Offset>
+int64_t string_bytes(const std::vector<const Offset*>& base, std::span<const RowRef> rows) {
+  int64_t total = 0;
+  for (const RowRef& r : rows) total += static_cast<int64_t>(base[r.source][r.row + 1] - base[r.source][r.row]);
+  return total;
+}
+template <class Offset>
+void copy_strings(const std::vector<const Offset*>& base, std::span<const SourceColumn> src,
+                  std::span<const Segment> segments, Offset* next, uint8_t* bytes) {
   Offset pos = 0;
-  Offset* next = offsets;
-  *next++ = 0;
   for (const Segment& s : segments) {
     const Offset* offs = base[s.source] + s.start;
     const Offset first = offs[0];
@@ -112,8 +185,49 @@ void gather_strings(std::span<const SourceColumn> src, std::span<const Segment> 
     for (int64_t i = 1; i <= s.length; ++i) *next++ = pos + (offs[i] - first);
     pos += static_cast<Offset>(len);
   }
+}
+template <class Offset>
+void copy_strings(const std::vector<const Offset*>& base, std::span<const SourceColumn> src,
+                  std::span<const RowRef> rows, Offset* next, uint8_t* bytes) {
+  Offset pos = 0;
+  for (const RowRef& r : rows) {
+    const Offset* offs = base[r.source] + r.row;
+    const auto len = static_cast<size_t>(offs[1] - offs[0]);
+    copy_bytes(bytes + pos, src[r.source].data + offs[0], len);
+    pos += static_cast<Offset>(len);
+    *next++ = pos;
+  }
+}
+
+template <class Offset, class Rows>
+void gather_strings(std::span<const SourceColumn> src, Rows rows, const std::string& name, int64_t num_rows,
+                    BatchMemory& owned, Column& out) {
+  std::vector<const Offset*> base(src.size());
+  for (size_t i = 0; i < src.size(); ++i) base[i] = static_cast<const Offset*>(src[i].values) + src[i].offset;
+  const int64_t total = string_bytes(base, rows);
+  if (total > static_cast<int64_t>(std::numeric_limits<Offset>::max())) {
+    throw Error(ErrorKind::kInvalidInput,
+                "column '" + name + "' holds more than 2 GiB of string data in one output batch; "
+                "pass a smaller batch_size or use large_string");
+  }
+  auto* offsets = reinterpret_cast<Offset*>(owned.allocate((num_rows + 1) * sizeof(Offset)));
+  uint8_t* bytes = owned.allocate(static_cast<size_t>(total));
+  offsets[0] = 0;
+  copy_strings(base, src, rows, offsets + 1, bytes);
   out.values = offsets;
   out.data = bytes;
+}
+
+// The segments as one RowRef per row, or nothing when a segment's rows pass 2^32.
+std::vector<RowRef> row_refs(std::span<const Segment> segments, int64_t num_rows) {
+  std::vector<RowRef> refs;
+  for (const Segment& s : segments)
+    if (s.start + s.length > int64_t{std::numeric_limits<uint32_t>::max()}) return refs;
+  refs.resize(static_cast<size_t>(num_rows));
+  RowRef* out = refs.data();
+  for (const Segment& s : segments)
+    for (int64_t i = s.start, e = s.start + s.length; i < e; ++i) *out++ = {s.source, static_cast<uint32_t>(i)};
+  return refs;
 }
 
 }  // namespace
@@ -124,7 +238,13 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
   for (const Segment& s : segments) num_rows += s.length;
   auto owned = std::make_shared<BatchMemory>();
   std::vector<Column> columns(schema->fields.size());
-  const auto bitmap_size = static_cast<size_t>(bitmap_bytes(num_rows));
+  const size_t bitmap_size = bitmap_words_bytes(num_rows);
+  // Segments of under two rows on average (inputs that interleave finely): row by row through an
+  // index made once for all columns. Longer ones: one copy per segment.
+  const std::vector<RowRef> refs =
+      static_cast<int64_t>(segments.size()) * 2 > num_rows ? row_refs(segments, num_rows) : std::vector<RowRef>();
+  const bool by_row = !refs.empty();
+  auto rows = [&](auto&& f) { return by_row ? f(std::span<const RowRef>(refs)) : f(segments); };
 
   for (size_t col = 0; col < columns.size(); ++col) {
     Column& out = columns[col];
@@ -135,7 +255,8 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
     for (const SourceColumn& c : src) any_nulls |= c.validity != nullptr;
     if (any_nulls) {
       uint8_t* validity = owned->allocate_zeroed(bitmap_size);
-      out.null_count = gather_bitmap(src, segments, true, validity);
+      rows([&](auto r) { gather_bitmap(std::span(src), r, true, validity); });
+      out.null_count = count_zeros(validity, num_rows);
       out.validity = validity;
     }
 
@@ -143,26 +264,28 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
     switch (type.layout()) {
       case Layout::kBits: {
         uint8_t* bits = owned->allocate_zeroed(bitmap_size);
-        gather_bitmap(src, segments, false, bits);
+        rows([&](auto r) { gather_bitmap(std::span(src), r, false, bits); });
         out.values = bits;
         break;
       }
       case Layout::kFixed: {
         uint8_t* values = owned->allocate(static_cast<size_t>(num_rows) * type.byte_width());
-        switch (type.byte_width()) {
-          case 1: gather_fixed(std::span(src), segments, values); break;
-          case 2: gather_fixed(std::span(src), segments, reinterpret_cast<uint16_t*>(values)); break;
-          case 4: gather_fixed(std::span(src), segments, reinterpret_cast<uint32_t*>(values)); break;
-          default: gather_fixed(std::span(src), segments, reinterpret_cast<uint64_t*>(values)); break;
-        }
+        rows([&](auto r) {
+          switch (type.byte_width()) {
+            case 1: gather_fixed(std::span(src), r, values); break;
+            case 2: gather_fixed(std::span(src), r, reinterpret_cast<uint16_t*>(values)); break;
+            case 4: gather_fixed(std::span(src), r, reinterpret_cast<uint32_t*>(values)); break;
+            default: gather_fixed(std::span(src), r, reinterpret_cast<uint64_t*>(values)); break;
+          }
+        });
         out.values = values;
         break;
       }
       case Layout::kOffsets32:
-        gather_strings<int32_t>(src, segments, schema->fields[col].name, num_rows, *owned, out);
+        rows([&](auto r) { gather_strings<int32_t>(std::span(src), r, schema->fields[col].name, num_rows, *owned, out); });
         break;
       case Layout::kOffsets64:
-        gather_strings<int64_t>(src, segments, schema->fields[col].name, num_rows, *owned, out);
+        rows([&](auto r) { gather_strings<int64_t>(std::span(src), r, schema->fields[col].name, num_rows, *owned, out); });
         break;
     }
   }
