@@ -37,15 +37,17 @@ asan-test: install
 	$(BIN)/cmake --build build/asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 $(BIN)/ctest --test-dir build/asan --output-on-failure
 
-# The concurrent parts' stress tests under ThreadSanitizer: the T-Gate, and the multiway aggregate
+# The concurrent parts' stress tests under ThreadSanitizer: the T-Gate, the merge on several
+# threads (its fork-join), and the multiway aggregate
 # (queues, gate, pushers, producers, cancel), the reorder buffers and partition queues (sync), the
 # ordered runtime (workers, ingress, finish), and the partitioned operators (partitions on
 # threads); the other binaries add nothing there.
 tsan-test: install
 	$(BIN)/cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPYARROW_OPS_DEVELOPER=ON \
 		-DPYARROW_OPS_SANITIZE=thread >/dev/null
-	$(BIN)/cmake --build build/tsan -j $(JOBS) --target test_tgate test_whive test_multiway test_sync test_runtime test_keyed
+	$(BIN)/cmake --build build/tsan -j $(JOBS) --target test_tgate test_gate test_whive test_multiway test_sync test_runtime test_keyed
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/engine/test_tgate
+	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/engine/test_gate
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/engine/test_whive
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/engine/test_multiway
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/engine/test_sync

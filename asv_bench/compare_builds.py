@@ -104,8 +104,8 @@ def _block(lines: list[str], title: str) -> list[str]:
 
 
 def parse_merge(text: str) -> list[Figure]:
-    # inputs, pyarrow-ops t/s, polars t/s, ratio, identical (benchmarks.merge.main)
-    row = re.compile(r"^\s*(\d+)\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)\s+(True|False)\s*$")
+    # inputs, pyarrow-ops t/s, polars t/s, ratio, identical[, 1-thread t/s, ratio] (benchmarks.merge.main)
+    row = re.compile(r"^\s*(\d+)\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)\s+(True|False)(\s+[\d,]+\s+[\d.]+)?\s*$")
     figures = []
     for line in text.splitlines():
         m = row.match(line)

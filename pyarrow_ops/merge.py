@@ -11,7 +11,8 @@ DEFAULT_BATCH_SIZE = 65536
 
 
 def merge(
-    inputs: Input | Iterable[Input], *, time: str, batch_size: int = DEFAULT_BATCH_SIZE
+    inputs: Input | Iterable[Input], *, time: str, batch_size: int = DEFAULT_BATCH_SIZE,
+    threads: int | None = None,
 ) -> Result:
     """Merges time-sorted inputs into one stream in the merged order.
 
@@ -51,11 +52,15 @@ def merge(
         raise TypeError(f"time must be a column name (str), got {type(time).__name__}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int):
         raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)):
+        raise TypeError(f"threads must be an int or None, got {type(threads).__name__}")
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
     items = as_input_list(inputs)
     streams: list[_engine.Stream] = []
     try:
         streams = as_streams(items)
-        return Result(_engine.merge(streams, time, batch_size))
+        return Result(_engine.merge(streams, time, batch_size, threads or 0))
     finally:
         for stream in streams:  # those merge took are already closed; the rest are released now
             stream.close()

@@ -1,17 +1,124 @@
 #include "gate/merge.h"
 
 #include <algorithm>
+#include <deque>
 #include <exception>
 #include <limits>
 #include <optional>
+#include <span>
 
 #include "core/error.h"
 #include "core/gather.h"
 #include "core/order_key.h"
 #include "gate/times.h"
+#include "sync/fork_join.h"
 
 namespace pao::gate {
 namespace {
+
+// A row as a tournament key: its time and an order (the input index while the input has rows;
+// leaves + input for an input out of rows, and for each padding leaf, with the greatest time, so
+// it sorts after every row, even one whose time is INT64_MAX), packed so that the merged order is
+// plain integer order: one compare, and selects the compiler turns into conditional moves. The
+// tree only ever compares rows of different inputs, so no position is needed.
+//
+// WideKeys pack any time: the 128-bit merged-order key (core/order_key.h).
+struct WideKeys {
+  using Key = OrderKey::Packed;
+  Key make(int64_t time, uint32_t order) const noexcept { return OrderKey::of(time, order, 0).packed(); }
+  Key last(uint32_t order) const noexcept { return make(std::numeric_limits<int64_t>::max(), order); }
+  int64_t time(Key k) const noexcept { return OrderKey::unpack(k).time; }
+  uint32_t order(Key k) const noexcept { return OrderKey::unpack(k).input(); }
+};
+// NarrowKeys pack time - base above `bits` order bits in 64: for a part whose times span less
+// than 2^(63 - bits) - 1 (every part of timestamps within centuries of each other, in ns too for
+// a few inputs), half the width, so a match costs one compare and one select instead of two each.
+struct NarrowKeys {
+  using Key = uint64_t;
+  int64_t base;
+  unsigned bits;  // enough for orders up to 2 * leaves
+  Key make(int64_t time, uint32_t order) const noexcept {
+    return ((static_cast<uint64_t>(time) - static_cast<uint64_t>(base)) << bits) | order;
+  }
+  Key last(uint32_t order) const noexcept { return (((uint64_t{1} << (63 - bits)) - 1) << bits) | order; }
+  int64_t time(Key k) const noexcept { return static_cast<int64_t>((k >> bits) + static_cast<uint64_t>(base)); }
+  uint32_t order(Key k) const noexcept { return static_cast<uint32_t>(k & ((uint64_t{1} << bits) - 1)); }
+  // Keys for times in [lo, hi] and `leaves` leaves, if they fit.
+  static std::optional<NarrowKeys> fit(int64_t lo, int64_t hi, uint32_t leaves) noexcept {
+    unsigned bits = 1;
+    while ((uint64_t{1} << bits) < 2 * uint64_t{leaves}) ++bits;
+    const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);
+    if (hi < lo || bits > 40 || span >= (uint64_t{1} << (63 - bits)) - 1) return std::nullopt;
+    return NarrowKeys{lo, bits};
+  }
+};
+
+uint32_t leaves_for(size_t inputs) noexcept {
+  uint32_t leaves = 1;
+  while (leaves < inputs) leaves <<= 1;
+  return leaves;
+}
+
+// A loser tree over k inputs: leaves_ (k rounded up to a power of two) leaves; tree_[n] for
+// 1 <= n < leaves_ holds the loser of the match at node n, winner_ the overall winner. After the
+// winner's key changes, replay() plays its leaf-to-root path again: one comparison per level,
+// written as selects so the unpredictable outcome costs no branch misprediction.
+//
+// The runner-up (the best key but the winner's) lost a match on the winner's path. When the
+// replayed input wins again, the losers it leaves on its path are exactly that path's, so their
+// minimum, taken on the way up, is the runner-up: runner_ is valid iff runner_valid_.
+template <class Keys>
+class LoserTree {
+ public:
+  using Key = typename Keys::Key;
+  // `first[i]`: input i's first key (ended(i) for an input without rows), for i < k.
+  LoserTree(const Keys& keys, std::span<const Key> first) : keys_(keys), leaves_(leaves_for(first.size())) {
+    const auto k = static_cast<uint32_t>(first.size());
+    // Play the whole tournament once, bottom up: winners[n] is the winner below node n.
+    std::vector<Key> winners(2 * leaves_);
+    for (uint32_t i = 0; i < leaves_; ++i) winners[leaves_ + i] = i < k ? first[i] : ended(i);
+    tree_.assign(leaves_, Key{0});
+    for (uint32_t n = leaves_ - 1; n >= 1; --n) {
+      const Key a = winners[2 * n];
+      const Key b = winners[2 * n + 1];
+      winners[n] = a < b ? a : b;
+      tree_[n] = a < b ? b : a;
+    }
+    winner_ = winners[1];
+    // One leaf: there is no runner-up (~0 is not live), so its rows are one run. Several: the
+    // merge takes one row of the first winner, then replay() tells its runner-up.
+    runner_ = ~Key{0};
+    runner_valid_ = leaves_ == 1;
+  }
+
+  Key ended(uint32_t input) const noexcept { return keys_.last(leaves_ + input); }
+  bool live(Key k) const noexcept { return keys_.order(k) < leaves_; }
+  Key winner() const noexcept { return winner_; }
+  // The runner-up, if known (see above).
+  const Key* runner() const noexcept { return runner_valid_ ? &runner_ : nullptr; }
+
+  void replay(uint32_t input, Key key) noexcept {
+    Key runner = ~Key{0};
+    for (uint32_t node = (leaves_ + input) >> 1; node >= 1; node >>= 1) {
+      const Key other = tree_[node];
+      const Key loser = other < key ? key : other;
+      key = other < key ? other : key;
+      tree_[node] = loser;
+      runner = loser < runner ? loser : runner;
+    }
+    winner_ = key;
+    runner_ = runner;
+    runner_valid_ = keys_.order(key) == input;
+  }
+
+ private:
+  Keys keys_;
+  uint32_t leaves_;
+  std::vector<Key> tree_;
+  Key winner_ = 1;
+  Key runner_ = 1;
+  bool runner_valid_ = false;
+};
 
 // Where the merge stands in one input.
 struct Cursor {
@@ -21,9 +128,30 @@ struct Cursor {
   std::optional<InputTimes> checked;    // validates each batch's times as it is pulled
   int64_t pos = 0;                      // next row of `batch` to emit
   int64_t end = 0;                      // batch.num_rows()
-  int32_t slot = -1;                    // index of `batch` in the current output's sources
 };
 
+// Rows [lo, hi) of one input's current batch.
+struct Span {
+  int64_t lo;
+  int64_t hi;
+};
+
+// A part of a region: a span of every input, merged on its own into `out`.
+struct Part {
+  std::vector<Span> spans;
+  std::vector<Batch> out;
+  // The batch being built: kept from region to region, so its memory is not touched for the
+  // first time (page faults) at every region.
+  std::vector<Segment> segments;
+};
+
+// The merge works region by region. A region is every row that is ready without pulling an input:
+// the input whose current batch ends with the least key gives its whole batch, every other input
+// its rows before that key (a row after it could be preceded by that input's next batch). A
+// region is cut into parts at pivot keys (every input's rows before a pivot go to earlier parts),
+// so the parts merge independently, on as many threads as the merge has, and their outputs in
+// part order are the region's merged order. Only after the region's last batch has been taken are
+// the inputs whose batches it used up pulled: nothing is read ahead of the consumer.
 class Merge final : public BatchSource {
  public:
   Merge(std::vector<std::unique_ptr<BatchSource>> inputs, MergeOptions options)
@@ -36,6 +164,9 @@ class Merge final : public BatchSource {
     if (options_.batch_size < 1) {
       throw Error(ErrorKind::kInvalidInput,
                   "batch_size must be at least 1, got " + std::to_string(options_.batch_size));
+    }
+    if (options_.threads < 1 || options_.part_rows < 1) {
+      throw Error(ErrorKind::kInvalidInput, "threads and part_rows must be at least 1");
     }
     std::vector<std::shared_ptr<const Schema>> schemas;
     for (const auto& in : inputs) schemas.push_back(in->schema());
@@ -66,6 +197,7 @@ class Merge final : public BatchSource {
       one.push_back(std::move(cursors_[i].source));
       MergeOptions o = options_;
       o.first_input = options_.first_input + static_cast<uint32_t>(i);
+      o.threads = 1;
       parts.push_back(std::make_unique<Merge>(std::move(one), std::move(o)));
     }
     return parts;
@@ -78,92 +210,23 @@ class Merge final : public BatchSource {
     } catch (...) {
       failure_ = std::current_exception();
       cursors_.clear();  // release every input now: nothing more will be read from them
-      sources_.clear();
-      pending_.reset();
-      deferred_.reset();
+      ready_.clear();
       throw;
     }
   }
 
  private:
-  // An input's current row as a tournament key: the packed merged-order key (core/order_key.h),
-  // so the merged order is plain integer order: one compare, and selects the compiler turns into
-  // conditional moves. Its input part is the input index while the input is live (its position
-  // part stays 0: the tree only ever compares rows of different inputs); an input that has ended
-  // (and each padding leaf) gets time INT64_MAX and input part leaves_ + input, so it sorts after
-  // every live input, even one whose time is INT64_MAX.
-  using Key = OrderKey::Packed;
-  static Key make_key(int64_t time, uint32_t order) noexcept { return OrderKey::of(time, order, 0).packed(); }
-  static int64_t key_time(Key k) noexcept { return OrderKey::unpack(k).time; }
-  static uint32_t key_order(Key k) noexcept { return OrderKey::unpack(k).input(); }
-  Key ended_key(uint32_t input) const noexcept {
-    return make_key(std::numeric_limits<int64_t>::max(), leaves_ + input);
-  }
-  bool live(Key k) const noexcept { return key_order(k) < leaves_; }
-
-  // The loser tree: leaves_ (a power of two) leaves, one per input; tree_[n] for 1 <= n < leaves_
-  // holds the loser of the match at node n, winner_ the overall winner. After the winner's key
-  // changes, replay() plays its leaf-to-root path again: one comparison per level, written as
-  // selects so the unpredictable outcome costs no branch misprediction.
-  //
-  // The runner-up (the best key but the winner's) lost a match on the winner's path. When the
-  // replayed input wins again, the losers it leaves on its path are exactly that path's, so their
-  // minimum, taken on the way up, is the runner-up: runner_ is valid iff runner_valid_.
-  void replay(uint32_t input, Key key) noexcept {
-    Key runner = ~Key{0};
-    for (uint32_t node = (leaves_ + input) >> 1; node >= 1; node >>= 1) {
-      const Key other = tree_[node];
-      const Key loser = other < key ? key : other;
-      key = other < key ? other : key;
-      tree_[node] = loser;
-      runner = loser < runner ? loser : runner;
-    }
-    winner_ = key;
-    runner_ = runner;
-    runner_valid_ = key_order(key) == input;
-  }
-
-  Key key_of(uint32_t input) const noexcept {
-    const Cursor& c = cursors_[input];
-    if (!c.source && c.pos == c.end) return ended_key(input);
-    return make_key(c.times[c.pos], input);
-  }
-
-  void start() {
-    const auto k = static_cast<uint32_t>(cursors_.size());
-    leaves_ = 1;
-    while (leaves_ < k) leaves_ <<= 1;
-    // Play the whole tournament once, bottom up: winners[n] is the winner below node n.
-    std::vector<Key> winners(2 * leaves_);
-    for (uint32_t i = 0; i < leaves_; ++i) {
-      winners[leaves_ + i] = (i < k && pull(i)) ? make_key(cursors_[i].times[0], i) : ended_key(i);
-    }
-    tree_.assign(leaves_, Key{0});
-    for (uint32_t n = leaves_ - 1; n >= 1; --n) {
-      const Key a = winners[2 * n];
-      const Key b = winners[2 * n + 1];
-      winners[n] = a < b ? a : b;
-      tree_[n] = a < b ? b : a;
-    }
-    winner_ = winners[1];
-    // One leaf: there is no runner-up (~0 is not live), so its whole batch is one run. Several:
-    // the loop takes one row of the first winner, then replay() tells its runner-up.
-    runner_ = ~Key{0};
-    runner_valid_ = leaves_ == 1;
-    started_ = true;
-  }
-
-  // Loads input i's next non-empty batch and validates its time column. False at the input's end.
-  bool pull(uint32_t i) {
+  // Loads input i's next non-empty batch and validates its time column; at the input's end,
+  // releases it and leaves it without rows.
+  void pull(uint32_t i) {
     Cursor& c = cursors_[i];
     c.batch = Batch();
     c.pos = c.end = 0;
-    c.slot = -1;
     for (;;) {
       std::optional<Batch> b = c.source->next();
       if (!b) {
         c.source.reset();
-        return false;
+        return;
       }
       if (b->num_rows() == 0) continue;
       c.batch = std::move(*b);
@@ -171,112 +234,195 @@ class Merge final : public BatchSource {
     }
     c.times = c.checked->read(c.batch);
     c.end = c.batch.num_rows();
-    return true;
   }
 
-  // One past the last row of the winner i's current batch that precedes the runner-up in the
-  // merged order. Gallops, so a run of length L costs O(log L) comparisons.
-  int64_t run_end(uint32_t i, const Key& next) const noexcept {
-    const Cursor& c = cursors_[i];
-    if (!live(next)) return c.end;  // every other input has ended
-    const int64_t tj = key_time(next);
-    const bool i_first_on_ties = i < key_order(next);
-    auto in_run = [&](int64_t t) { return i_first_on_ties ? t <= tj : t < tj; };
+  // The first row of input j in [c.pos, c.end) at or after key (time, input) in the merged order:
+  // j's rows with a time below `time` come first, and those equal to it too when j < input.
+  int64_t bound(uint32_t j, int64_t time, uint32_t input) const noexcept {
+    const Cursor& c = cursors_[j];
     const int64_t* t = c.times;
-    int64_t last_in = c.pos;  // c.pos is in the run: i is the winner
+    const int64_t* at = j < input ? std::upper_bound(t + c.pos, t + c.end, time) : std::lower_bound(t + c.pos, t + c.end, time);
+    return at - t;
+  }
+
+  std::optional<Batch> produce() {
+    if (!ready_.empty()) {
+      Batch b = std::move(ready_.front());
+      ready_.pop_front();
+      return b;
+    }
+    // Every input whose batch is used up (all of them, at the start) moves on now, not when the
+    // region used it up: reading its next batch then would run ahead of the consumer (and raise
+    // its errors before the rows before them were delivered).
+    started_ = true;
+    for (uint32_t i = 0; i < cursors_.size(); ++i)
+      if (cursors_[i].source && cursors_[i].pos == cursors_[i].end) pull(i);
+
+    // The region: each input's rows before the least last key of the inputs' current batches.
+    const auto k = static_cast<uint32_t>(cursors_.size());
+    const WideKeys wide;
+    uint32_t least = k;
+    WideKeys::Key least_key = 0;
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < k; ++i) {
+      const Cursor& c = cursors_[i];
+      if (c.pos == c.end) continue;
+      ++live;
+      const WideKeys::Key last = wide.make(c.times[c.end - 1], i);
+      if (least == k || last < least_key) {
+        least = i;
+        least_key = last;
+      }
+    }
+    if (live == 0) return std::nullopt;
+    std::vector<Span> region(k);
+    int64_t rows = 0;
+    uint32_t widest = least;
+    for (uint32_t i = 0; i < k; ++i) {
+      const Cursor& c = cursors_[i];
+      region[i] = {c.pos, c.pos == c.end ? c.pos : i == least ? c.end : bound(i, wide.time(least_key), least)};
+      rows += region[i].hi - region[i].lo;
+      if (region[i].hi - region[i].lo > region[widest].hi - region[widest].lo) widest = i;
+    }
+
+    // Parts: one with one thread (batches of batch_size rows, as without parts); with more, enough
+    // for every thread to take several, cut at rows of the widest input spread evenly over it.
+    size_t parts = 1;
+    if (options_.threads > 1 && live > 1) {
+      parts = static_cast<size_t>(std::clamp<int64_t>(rows / options_.part_rows, 1, 4 * int64_t{options_.threads}));
+    }
+    std::vector<Part>& cut = parts_;
+    cut.resize(std::max(cut.size(), parts));
+    for (Part& p : cut) p.out.clear();
+    std::vector<int64_t> at(k);
+    for (uint32_t i = 0; i < k; ++i) at[i] = region[i].lo;
+    for (size_t p = 0; p < parts; ++p) {
+      cut[p].spans.resize(k);
+      const Span& w = region[widest];
+      const int64_t pivot = p + 1 == parts ? w.hi : w.lo + (w.hi - w.lo) * static_cast<int64_t>(p + 1) / static_cast<int64_t>(parts);
+      for (uint32_t i = 0; i < k; ++i) {
+        int64_t hi = region[i].hi;
+        if (p + 1 < parts) {
+          hi = i == widest ? pivot : std::min(region[i].hi, bound(i, cursors_[widest].times[pivot], widest));
+        }
+        cut[p].spans[i] = {at[i], std::max(at[i], hi)};
+        at[i] = cut[p].spans[i].hi;
+      }
+    }
+    std::vector<Batch> sources(k);
+    // An input without rows stands in with a batch of the region's (no segment reads it).
+    for (uint32_t i = 0; i < k; ++i) sources[i] = cursors_[i].pos == cursors_[i].end ? cursors_[least].batch : cursors_[i].batch;
+    if (parts == 1) {
+      merge_part(cut[0], sources);
+    } else {
+      if (!pool_) pool_ = std::make_unique<sync::ForkJoin>(options_.threads - 1);
+      pool_->run(parts, [&](size_t p) { merge_part(cut[p], sources); });
+    }
+    for (size_t p = 0; p < parts; ++p)
+      for (Batch& b : cut[p].out) ready_.push_back(std::move(b));
+    for (uint32_t i = 0; i < k; ++i) cursors_[i].pos = region[i].hi;
+    Batch b = std::move(ready_.front());
+    ready_.pop_front();
+    return b;
+  }
+
+  // One past the last row of input i in [pos, hi) that precedes `next` (the runner-up) in the
+  // merged order. Gallops, so a run of length L costs O(log L) comparisons.
+  template <class Keys>
+  static int64_t run_end(const Keys& keys, const int64_t* t, uint32_t i, int64_t pos, int64_t hi,
+                         typename Keys::Key next) noexcept {
+    const int64_t tj = keys.time(next);
+    const bool i_first_on_ties = i < keys.order(next);
+    auto in_run = [&](int64_t v) { return i_first_on_ties ? v <= tj : v < tj; };
+    int64_t last_in = pos;  // pos is in the run: i is the winner
     int64_t step = 1;
-    int64_t probe = c.pos + 1;
-    while (probe < c.end && in_run(t[probe])) {
+    int64_t probe = pos + 1;
+    while (probe < hi && in_run(t[probe])) {
       last_in = probe;
       step *= 2;
-      probe = c.pos + step;
+      probe = pos + step;
     }
     int64_t lo = last_in + 1;
-    int64_t hi = std::min(probe, c.end);
-    while (lo < hi) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      if (in_run(t[mid])) lo = mid + 1; else hi = mid;
+    int64_t end = std::min(probe, hi);
+    while (lo < end) {
+      const int64_t mid = lo + (end - lo) / 2;
+      if (in_run(t[mid])) lo = mid + 1; else end = mid;
     }
     return lo;
   }
 
-  // Moves the winner's cursor on by n rows and replays its path.
-  void advance(uint32_t i, int64_t n) {
-    Cursor& c = cursors_[i];
-    c.pos += n;
-    if (c.pos == c.end) pull(i);
-    replay(i, key_of(i));
+  // Merges one part into part.out: runs of at least slice_rows_ rows as zero-copy slices of their
+  // input's batch, the rest gathered into batches of up to batch_size rows. Reads the cursors and
+  // `sources` only (they stay as they are while a region's parts run), so parts run concurrently.
+  void merge_part(Part& part, const std::vector<Batch>& sources) const {
+    int64_t lo = std::numeric_limits<int64_t>::max();
+    int64_t hi = std::numeric_limits<int64_t>::min();
+    for (uint32_t i = 0; i < part.spans.size(); ++i) {
+      const Span& sp = part.spans[i];
+      if (sp.lo == sp.hi) continue;
+      lo = std::min(lo, cursors_[i].times[sp.lo]);
+      hi = std::max(hi, cursors_[i].times[sp.hi - 1]);
+    }
+    if (auto narrow = NarrowKeys::fit(lo, hi, leaves_for(part.spans.size()))) {
+      merge_part(*narrow, part, sources);
+    } else {
+      merge_part(WideKeys{}, part, sources);
+    }
   }
 
-  std::optional<Batch> produce() {
-    if (pending_) {
-      Batch b = std::move(*pending_);
-      pending_.reset();
-      return b;
+  template <class Keys>
+  void merge_part(const Keys& keys, Part& part, const std::vector<Batch>& sources) const {
+    using Key = typename Keys::Key;
+    const auto k = static_cast<uint32_t>(part.spans.size());
+    const uint32_t leaves = leaves_for(k);
+    std::vector<int64_t> pos(k);
+    std::vector<Key> first(k);
+    for (uint32_t i = 0; i < k; ++i) {
+      pos[i] = part.spans[i].lo;
+      first[i] = pos[i] < part.spans[i].hi ? keys.make(cursors_[i].times[pos[i]], i) : keys.last(leaves + i);
     }
-    if (deferred_) {
-      const auto [input, rows] = *deferred_;
-      deferred_.reset();
-      advance(input, rows);
-    }
-    if (!started_) start();
-    sources_.clear();
-    segments_.clear();
-    for (Cursor& c : cursors_) c.slot = -1;
+    LoserTree<Keys> tree(keys, first);
+    std::vector<Segment>& segments = part.segments;
+    segments.clear();
     int64_t rows = 0;
-    while (live(winner_) && rows < options_.batch_size) {
-      const uint32_t i = key_order(winner_);
-      Cursor& c = cursors_[i];
+    auto flush = [&] {
+      if (rows == 0) return;
+      part.out.push_back(gather(schema_, sources, segments));
+      segments.clear();
+      rows = 0;
+    };
+    while (tree.live(tree.winner())) {
+      const uint32_t i = keys.order(tree.winner());
+      const int64_t hi = part.spans[i].hi;
       // A new winner takes one row; if it wins again, the tree tells its runner-up and the rest of
       // its run is found by galloping. Inputs that interleave finely never pay for galloping.
-      const int64_t end = runner_valid_ ? run_end(i, runner_) : c.pos + 1;
+      const Key* runner = tree.runner();
+      const int64_t end = runner == nullptr ? pos[i] + 1
+                          : tree.live(*runner) ? run_end(keys, cursors_[i].times, i, pos[i], hi, *runner)
+                                               : hi;
       // Rows of this run already gathered just before (its first row) join a slice.
-      Segment* prev = segments_.empty() ? nullptr : &segments_.back();
-      const bool continues = prev != nullptr && c.slot >= 0 &&
-                             prev->source == static_cast<uint32_t>(c.slot) &&
-                             prev->start + prev->length == c.pos;
-      const int64_t start = continues ? prev->start : c.pos;
+      Segment* prev = segments.empty() ? nullptr : &segments.back();
+      const bool continues = prev != nullptr && prev->source == i && prev->start + prev->length == pos[i];
+      const int64_t start = continues ? prev->start : pos[i];
+      int64_t take;
       if (end - start >= slice_rows_) {
         if (continues) {
           rows -= prev->length;
-          segments_.pop_back();
+          segments.pop_back();
         }
-        Batch slice = c.batch.slice(start, end - start).with_schema(schema_);
-        if (rows == 0) {
-          // Move on at the next call, not now: reading the input's next batch now would run a
-          // batch ahead of the consumer (and raise its errors before this batch is delivered).
-          deferred_ = {i, end - c.pos};
-          return slice;
-        }
-        // Emit what was gathered first, to keep the order, and move on only after both have left
-        // (the move may pull the input's next batch, and a live input's pull may wait).
-        deferred_ = {i, end - c.pos};
-        pending_ = std::move(slice);
-        break;
-      }
-      const int64_t take = std::min(end - c.pos, options_.batch_size - rows);
-      if (continues) {
-        prev->length += take;
+        flush();
+        part.out.push_back(sources[i].slice(start, end - start).with_schema(schema_));
+        take = end - pos[i];
       } else {
-        if (c.slot < 0) {
-          c.slot = static_cast<int32_t>(sources_.size());
-          sources_.push_back(c.batch);
-        }
-        segments_.push_back(Segment{static_cast<uint32_t>(c.slot), c.pos, take});
+        take = std::min(end - pos[i], options_.batch_size - rows);
+        if (continues) prev->length += take; else segments.push_back(Segment{i, pos[i], take});
+        rows += take;
+        if (rows == options_.batch_size) flush();
       }
-      rows += take;
-      if (c.pos + take == c.end) {
-        // The input's batch is used up, and pulling its next one may wait for a live producer.
-        // Every row gathered precedes every other input's current row, and this input's next
-        // rows come after them, so they are ready: they leave now, and the pull waits for the
-        // next call. batch_size bounds a batch; it is never a reason to hold ready rows back.
-        deferred_ = {i, take};
-        break;
-      }
-      advance(i, take);
+      pos[i] += take;
+      tree.replay(i, pos[i] < hi ? keys.make(cursors_[i].times[pos[i]], i) : tree.ended(i));
     }
-    if (rows == 0) return std::nullopt;
-    return gather(schema_, sources_, segments_);
+    flush();
   }
 
   MergeOptions options_;
@@ -285,15 +431,9 @@ class Merge final : public BatchSource {
   DataType time_type_;
   int64_t slice_rows_ = 1;
   std::vector<Cursor> cursors_;
-  uint32_t leaves_ = 1;            // the loser tree's leaves: inputs rounded up to a power of two
-  std::vector<Key> tree_;          // the loser of the match at each internal node (1-based)
-  Key winner_ = 1;                 // the overall winner; not live() before start() or at the end
-  Key runner_ = 1;                 // the runner-up, when runner_valid_ (see replay())
-  bool runner_valid_ = false;
-  std::vector<Batch> sources_;     // batches the output being built takes rows from
-  std::vector<Segment> segments_;  // the output being built, as runs of those batches
-  std::optional<Batch> pending_;   // a slice to emit after the gathered output before it
-  std::optional<std::pair<uint32_t, int64_t>> deferred_;  // (input, rows) emitted, not yet advanced
+  std::deque<Batch> ready_;  // the current region's batches not yet taken
+  std::vector<Part> parts_;  // the current region's parts (the first `parts` of them)
+  std::unique_ptr<sync::ForkJoin> pool_;  // threads - 1 helpers, made at the first region with parts
   bool started_ = false;
   std::exception_ptr failure_;
 };

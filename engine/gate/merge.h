@@ -15,6 +15,14 @@ struct MergeOptions {
   // The index errors give the first input (the rest follow): a merge of one input of a larger
   // set (unmerge) names it as the whole set's merge would.
   uint32_t first_input = 0;
+  // Threads that merge (the caller's and threads - 1 of the merge's own): each region of ready
+  // rows is cut into parts that merge independently. The rows and their order never depend on it;
+  // the cut into batches does.
+  unsigned threads = 1;
+  // With threads > 1, about how many rows make a part: large enough that handing a part to a
+  // thread is noise next to merging it, small enough that a region (about one input batch) makes
+  // several parts per thread. Tests set it small to cut tiny regions into parts.
+  int64_t part_rows = 8192;
 };
 
 // The merged order (docs/semantics.md): tuples by (time, input index, position in the input).

@@ -6,6 +6,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
+#include <algorithm>
+#include <thread>
 
 #include "arrow/export.h"
 #include "arrow/import.h"
@@ -110,14 +112,17 @@ NB_MODULE(_engine, m) {
       "A stream over an iterator of objects with __arrow_c_array__, all with `schema`.");
   m.def(
       "merge",
-      [](std::vector<Stream*> inputs, std::string time, int64_t batch_size) {
+      [](std::vector<Stream*> inputs, std::string time, int64_t batch_size, unsigned threads) {
         std::vector<std::unique_ptr<BatchSource>> sources;
         sources.reserve(inputs.size());
         for (Stream* s : inputs) sources.push_back(s->take());
-        return Stream{gate::make_merge(std::move(sources), {std::move(time), batch_size})};
+        gate::MergeOptions options{std::move(time), batch_size};
+        options.threads = threads != 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
+        return Stream{gate::make_merge(std::move(sources), std::move(options))};
       },
-      "inputs"_a, "time"_a, "batch_size"_a,
-      "Merges time-sorted streams by (time, input index, position); consumes the inputs.");
+      "inputs"_a, "time"_a, "batch_size"_a, "threads"_a = 1,
+      "Merges time-sorted streams by (time, input index, position) on `threads` threads (0: one per core); "
+      "consumes the inputs.");
   nb::class_<Aggregation>(m, "Aggregation")
       .def("push",
            [](Aggregation& a, uint32_t input, nb::capsule schema, nb::capsule array) {

@@ -14,5 +14,5 @@ def test_merge_benchmark_compares_with_polars():
     ).stdout
     lines = out.strip().splitlines()
     assert lines[-1].split()[0] == "2"
-    assert lines[-1].split()[-1] == "True"  # identical results to polars concat + sort
+    assert lines[-1].split()[4] == "True"  # identical results to polars concat + sort
 

@@ -47,11 +47,14 @@ std::vector<Row> drain(BatchSource& src) {
 
 }  // namespace
 
+// Every round twice: times near 0 (parts merge with 64-bit keys) and spread over the whole int64
+// range (128-bit keys); one thread, or several with regions cut into parts of a few rows.
 TEST(merge_equals_reference_on_random_inputs) {
   std::mt19937_64 rng(12345);
   auto sch = fixtures::time_string_schema();
-  for (int round = 0; round < 300; ++round) {
-    const size_t k = 1 + rng() % 6;
+  for (int round = 0; round < 600; ++round) {
+    const bool spread = round % 2 == 1;
+    const size_t k = 1 + rng() % (round % 10 == 0 ? 20 : 6);
     const int64_t batch_size = 1 + static_cast<int64_t>(rng() % 40);
     std::vector<Row> reference;
     std::vector<std::unique_ptr<BatchSource>> inputs;
@@ -61,7 +64,7 @@ TEST(merge_equals_reference_on_random_inputs) {
       int64_t t = static_cast<int64_t>(rng() % 5);
       for (size_t r = 0; r < n; ++r) {
         t += static_cast<int64_t>(rng() % 3);  // many ties, within and across inputs
-        times[r] = t;
+        times[r] = spread ? (t < 60 ? INT64_MIN + t : INT64_MAX - 1000 + t) : t;  // monotone in t
       }
       std::vector<Batch> batches;
       size_t r = 0;
@@ -85,7 +88,10 @@ TEST(merge_equals_reference_on_random_inputs) {
       return std::tie(a.t, a.input, a.pos) < std::tie(b.t, b.input, b.pos);
     });
     for (Row& row : reference) row.input = row.pos = 0;
-    auto merged = gate::make_merge(std::move(inputs), {"t", batch_size});
+    gate::MergeOptions options{"t", batch_size};
+    options.threads = 1 + static_cast<unsigned>(rng() % 4);
+    options.part_rows = 1 + static_cast<int64_t>(rng() % 8);
+    auto merged = gate::make_merge(std::move(inputs), options);
     CHECK(drain(*merged) == reference);
   }
 }

@@ -1,5 +1,5 @@
-// Stress tests of the ordered runtime's synchronisation (engine/sync): the reorder buffers
-// (reorder.h) and the partition queues (queues.h), driven by threads the way the runtime drives
+// Stress tests of engine/sync: the ordered runtime's reorder buffers (reorder.h) and partition
+// queues (queues.h), and the fork-join (fork_join.h), driven by threads the way the engine drives
 // them. Meant to run under ThreadSanitizer (make tsan-test) as well as normally: the state the
 // structures promise to hand from thread to thread (a deposited item to the sink, a partition's
 // state from one worker to the next) is plain memory here, so a missing happens-before shows up
@@ -17,10 +17,12 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "sync/fork_join.h"
 #include "sync/queues.h"
 #include "sync/reorder.h"
 #include "unit.h"
@@ -643,3 +645,33 @@ TEST(partition_limit_and_take_all) {
 }  // namespace
 
 UNIT_MAIN()
+
+// The fork-join (fork_join.h): every task of every round runs exactly once, its plain writes are
+// visible to the caller when run() returns, rounds of every size follow one another without a
+// late helper claiming a finished round's task, the first exception comes back, and the pool is
+// reusable after it. Helpers may start after the first round was posted (made just before it).
+TEST(fork_join_runs_every_task_once_per_round) {
+  std::mt19937_64 rng(5);
+  for (unsigned helpers = 0; helpers <= 3; ++helpers) {
+    ForkJoin pool(helpers);
+    std::vector<int> hits;  // plain memory: published by run()'s return
+    for (int round = 0; round < 2000; ++round) {
+      const size_t n = rng() % 9;
+      hits.assign(n, 0);
+      pool.run(n, [&](size_t i) { hits[i] += 1 + static_cast<int>(i); });
+      for (size_t i = 0; i < n; ++i) CHECK_EQ(hits[i], 1 + static_cast<int>(i));
+    }
+    bool threw = false;
+    try {
+      pool.run(5, [&](size_t i) {
+        if (i == 3) throw std::runtime_error("task 3");
+      });
+    } catch (const std::runtime_error& e) {
+      threw = std::string(e.what()) == "task 3";
+    }
+    CHECK(threw);
+    std::atomic<int> ran{0};
+    pool.run(4, [&](size_t) { ran.fetch_add(1, std::memory_order_relaxed); });
+    CHECK_EQ(ran.load(), 4);
+  }
+}

@@ -3,7 +3,7 @@
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pyarrow_ops as po
@@ -43,6 +43,26 @@ def test_result_does_not_depend_on_batch_size(k, batch_size, seed):
     ]
     base = po.merge(tables, time="t", batch_size=65536).to_arrow()
     assert po.merge(tables, time="t", batch_size=batch_size).to_arrow().equals(base)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(2, 6), st.sampled_from([2, 3, 4]), st.integers(0, 2**31))
+def test_threads_give_the_same_rows(k, threads, seed):
+    """Inputs large enough that each region of ready rows is cut into parts (of about 8,192 rows)
+    merged side by side, in batches of several sizes: the rows equal one thread's, and the plain
+    reference's (a stable sort of the concatenation)."""
+    rng = np.random.default_rng(seed)
+    tables = []
+    for i, n in enumerate(rng.integers(0, 40_000, k)):
+        tables.append(pa.table({"t": np.sort(rng.integers(0, 5_000, n)), "input": np.full(n, i),
+                                "pos": np.arange(n), "s": rng.choice(["a", "bb", None], n)}))
+    batches = [rng.integers(1, 30_000) for _ in range(k)]
+    inputs = [t.to_batches(max_chunksize=int(b)) or t for t, b in zip(tables, batches)]
+    one = po.merge(tables, time="t", threads=1).to_arrow()
+    assert one.equals(reference_merge(tables, "t"))
+    got = po.merge([pa.Table.from_batches(b, t.schema) if isinstance(b, list) else b
+                    for b, t in zip(inputs, tables)], time="t", threads=threads).to_arrow()
+    assert got.equals(one)
 
 
 def test_time_zone_and_unit_are_kept():
@@ -150,6 +170,10 @@ def test_bad_arguments():
         po.merge(t, time="t", batch_size=0)
     with pytest.raises(po.InvalidInputError, match="at least one input"):
         po.merge([], time="t")
+    with pytest.raises(ValueError, match="threads must be at least 1, got 0"):
+        po.merge(t, time="t", threads=0)
+    with pytest.raises(TypeError, match="threads must be an int or None"):
+        po.merge(t, time="t", threads=1.5)
     with pytest.raises(TypeError, match="input 1: cannot read a int"):
         po.merge([t, 5], time="t")
     with pytest.raises(TypeError, match="inputs must be a list"):
