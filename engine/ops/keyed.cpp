@@ -1,10 +1,12 @@
 #include "ops/keyed.h"
 
+#include <algorithm>
 #include <bit>
 #include <unordered_set>
 
 #include "ops/partitioned.h"
 #include "core/key_table.h"
+#include "core/values.h"
 
 namespace pao::ops {
 namespace {
@@ -88,6 +90,8 @@ class Sessionize final : public AppendingOperator<KeyedPart<Session>> {
   }
 
   std::string name() const override { return "sessionize"; }
+  // A key's session numbers count up from 0: one left never comes back.
+  std::optional<std::string> epoch_column() const override { return column_; }
   std::string describe() const override {
     return "'" + column_ + "' = session number per key " + quoted_list(key_names_) + ", a new session after a gap > " +
            std::to_string(gap_) + " in '" + time_.name + "'";
@@ -271,12 +275,20 @@ class LagDelta final : public AppendingOperator<PreviousPart> {
 
 // --- running ----------------------------------------------------------------------------------
 
+// A key's current epoch (running keyed by epoch): `seen` false before its first tuple.
+struct KeyEpoch {
+  int64_t value = 0;
+  bool seen = false;
+};
+
 // A partition's key table and one window::AggStates per aggregate, with one slot per key id.
 struct RunningPart {
   KeyTable keys;
   std::vector<window::AggStates> aggs;
   KeyTimes times;
   std::vector<uint32_t> ids;  // KeyTable::ids of the rows at hand
+  std::vector<KeyEpoch> epochs;     // by key id, when keyed by epoch
+  std::vector<uint8_t> restarts;    // per row at hand: its key's state restarts there
 
   RunningPart(const Schema& schema, const std::vector<size_t>& key_columns, const std::vector<window::AggStates>& prototypes)
       : keys(schema, key_columns), aggs(prototypes) {}
@@ -284,15 +296,30 @@ struct RunningPart {
 
 // Running aggregates reuse aggregate()'s states: a key's slot is the state of one window that
 // never closes, all of its tuples in one slice, emitted after every tuple.
+//
+// Keyed by epoch (keyed_by_epoch: running over keys + [epoch] where epoch numbers each key's
+// runs, as sessionize's session does): the table holds the keys alone, and a key's slot restarts
+// when its epoch changes, since the state of a (key, epoch) it left is never updated again. The
+// output is that of running over keys + [epoch]; the state is one slot per key, not one per key
+// and session (sessions never end otherwise: a run of days would keep every session it saw).
 class Running final : public AppendingOperator<RunningPart> {
  public:
   Running(std::shared_ptr<const Schema> input, std::vector<std::string> keys, std::vector<window::AggSpec> aggs,
-          const std::string& time)
+          const std::string& time, std::string epoch = "")
       : AppendingOperator(input, find_keys(*input, keys, "running")),
         key_names_(std::move(keys)),
         specs_(std::move(aggs)),
-        time_(order_time(*input_, time, "running")) {
+        time_name_(time),
+        time_(order_time(*input_, time, "running")),
+        epoch_name_(std::move(epoch)) {
     if (specs_.empty()) throw Error(ErrorKind::kInvalidInput, "running: needs at least one aggregate");
+    if (!epoch_name_.empty()) {
+      const std::optional<size_t> e = input_->find(epoch_name_);
+      if (!e || input_->fields[*e].type.id != TypeId::kInt64) {
+        throw Error(ErrorKind::kUsage, "running: the epoch '" + epoch_name_ + "' is no int64 column");
+      }
+      epoch_ = *e;
+    }
     std::vector<Field> added;
     for (const window::AggSpec& spec : specs_) {
       prototypes_.emplace_back(spec, *input_);
@@ -308,7 +335,24 @@ class Running final : public AppendingOperator<RunningPart> {
     for (const window::AggSpec& s : specs_) {
       aggs += (aggs.empty() ? "" : ", ") + s.name + " = " + window::agg_name(s.kind) + "(" + s.column + ")";
     }
+    if (epoch_) return aggs + " per key " + quoted_list(key_names_) + " since its '" + epoch_name_ + "' last changed";
     return aggs + " per key " + quoted_list(key_names_) + " so far";
+  }
+
+  std::shared_ptr<Operator> keyed_by_epoch(const std::vector<std::string>& keys,
+                                           const std::string& epoch) const override {
+    if (epoch_ || std::find(keys.begin(), keys.end(), epoch) != keys.end()) return nullptr;
+    std::vector<std::string> want = keys;
+    want.push_back(epoch);
+    std::vector<std::string> have = key_names_;
+    std::sort(want.begin(), want.end());
+    std::sort(have.begin(), have.end());
+    if (want != have) return nullptr;
+    const std::optional<size_t> e = input_->find(epoch);
+    if (!e || input_->fields[*e].type.id != TypeId::kInt64 || input_->fields[*e].nullable) return nullptr;
+    // No order check of its own: the epoch's operator checks each key's times already
+    // (Operator::epoch_column), and would have named the row first.
+    return std::make_shared<Running>(input_, keys, specs_, "", epoch);
   }
 
   Batch process_appended(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
@@ -320,6 +364,7 @@ class Running final : public AppendingOperator<RunningPart> {
     if (time_) {
       for (size_t i = 0; i < rows.size(); ++i) part.times.check(part.ids[i], *time_, in, rows[i]);
     }
+    if (epoch_) mark_restarts(part, in, rows);
     // Aggregate by aggregate over the rows (the rows of one key stay in order, which is all a
     // running state needs): one column read and one state vector at a time.
     for (size_t j = 0; j < part.aggs.size(); ++j) {
@@ -329,6 +374,7 @@ class Running final : public AppendingOperator<RunningPart> {
       for (size_t i = 0; i < rows.size(); ++i) {
         if (const size_t ahead = i + KeyTable::kPrefetchAhead; ahead < rows.size()) a.prefetch(part.ids[ahead]);
         const uint32_t id = part.ids[i];
+        if (epoch_ && part.restarts[i]) a.reset(id);
         a.update(id, reads ? a.read(in, rows[i]) : window::Value());
         a.emit(id, added[j]);
       }
@@ -341,9 +387,29 @@ class Running final : public AppendingOperator<RunningPart> {
     return std::make_unique<RunningPart>(*input_, keys_, prototypes_);
   }
 
+  // Which rows restart their key's state (keyed by epoch): those whose epoch differs from the
+  // key's previous tuple's. In row order, before the aggregates' passes, which then only read it.
+  void mark_restarts(RunningPart& part, const Batch& in, std::span<const int64_t> rows) const {
+    const Column& c = in.column(*epoch_);
+    const DataType& type = input_->fields[*epoch_].type;
+    if (part.epochs.size() < part.keys.size()) part.epochs.resize(std::max(part.keys.size(), 2 * part.epochs.size()));
+    part.restarts.resize(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (i + KeyTable::kPrefetchAhead < rows.size()) __builtin_prefetch(&part.epochs[part.ids[i + KeyTable::kPrefetchAhead]]);
+      KeyEpoch& k = part.epochs[part.ids[i]];
+      const int64_t e = signed_at(c, type, rows[i]);
+      part.restarts[i] = k.seen && k.value != e;
+      k.value = e;
+      k.seen = true;
+    }
+  }
+
   std::vector<std::string> key_names_;
   std::vector<window::AggSpec> specs_;
+  std::string time_name_;
   std::optional<TimeColumn> time_;
+  std::string epoch_name_;           // empty unless keyed by epoch
+  std::optional<size_t> epoch_;      // its column
   std::vector<window::AggStates> prototypes_;
 };
 

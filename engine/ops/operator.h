@@ -14,6 +14,7 @@
 // one at a time. The runtime may use any morsel size, down to one row.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -80,6 +81,23 @@ class Operator {
   virtual bool passes_through(const std::string& column) const {
     (void)column;
     return false;
+  }
+
+  // A column this operator adds that numbers each key's runs (key_columns()): along a key's
+  // tuples its value never decreases, so a value once left never comes back (sessionize's
+  // session); the operator checks that each key's times never go back. Lets the planner key an
+  // operator after it by the key alone (keyed_by_epoch), which then need not check the order.
+  virtual std::optional<std::string> epoch_column() const { return std::nullopt; }
+  // An operator keyed by `keys` + `epoch` (names, any order) whose state for a key + epoch is
+  // dead once the key's epoch moves on: the same operator keyed by `keys` alone, restarting its
+  // state at each new epoch. The planner uses it where `epoch` is an epoch_column() of `keys`:
+  // the output is the same, and the state stays one per key instead of one per key and epoch.
+  // Null where the operator has no such form.
+  virtual std::shared_ptr<Operator> keyed_by_epoch(const std::vector<std::string>& keys,
+                                                   const std::string& epoch) const {
+    (void)keys;
+    (void)epoch;
+    return nullptr;
   }
 
   virtual const std::shared_ptr<const Schema>& input_schema() const = 0;

@@ -470,7 +470,7 @@ void bind_pipeline(nb::module_& m) {
           for (size_t j = 0; j < k; ++j) streams.push_back(std::make_unique<SchemaOnly>(schema_from(sources[i])));
           return gate::make_merge(std::move(streams), {time, 65536});
         };
-        runtime::Graph g = build_graph(source, time, nodes, outputs);
+        runtime::Graph g = runtime::key_by_epochs(build_graph(source, time, nodes, outputs));
         if (push_down) g = runtime::push_below_merges(std::move(g));
         runtime::Plan p = runtime::plan(g, fuse);
         return plan_data(g, p);

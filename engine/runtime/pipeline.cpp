@@ -54,6 +54,7 @@ Pipeline::Pipeline(Graph graph, PipelineOptions options) : options_(std::move(op
   morsel_rows_ = options_.morsel_rows;
   max_inflight_ = options_.max_inflight != 0 ? options_.max_inflight : std::max<size_t>(64, 16 * threads_);
   if (options_.reorder_capacity == 0) throw Error(ErrorKind::kUsage, "reorder_capacity must be at least 1");
+  graph = key_by_epochs(std::move(graph));
   if (options_.push_down) graph = push_below_merges(std::move(graph));
   const Plan p = plan(graph, options_.fuse);
   build(apply_fusion(std::move(graph), p));

@@ -117,6 +117,24 @@ bool narrows(const ops::Operator& op) {
 
 }  // namespace
 
+Graph key_by_epochs(Graph g) {
+  auto names = [](const ops::Operator& op) {
+    std::vector<std::string> out;
+    for (size_t c : op.key_columns()) out.push_back(op.input_schema()->fields[c].name);
+    return out;
+  };
+  for (GraphNode& n : g.nodes) {
+    if (!n.op || n.inputs.size() != 1) continue;
+    const GraphNode& from = g.nodes[n.inputs[0]];
+    if (!from.op) continue;
+    const std::optional<std::string> epoch = from.op->epoch_column();
+    if (!epoch) continue;
+    // The operator's keys must be the epoch's keys plus the epoch: it checks that itself.
+    if (ops::OperatorPtr keyed = n.op->keyed_by_epoch(names(*from.op), *epoch)) n.op = std::move(keyed);
+  }
+  return g;
+}
+
 Graph push_below_merges(Graph g) {
   if (g.time.empty()) return g;
   size_t next_number = number_operators(g);

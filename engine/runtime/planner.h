@@ -64,6 +64,15 @@ struct Plan {
   std::vector<int> fused_of;               // per graph node: its fused chain, or -1
 };
 
+// Keys by epoch: an operator right after one that numbers its key's runs (epoch_column(), e.g.
+// sessionize's session) and keyed by that key plus the run number becomes the same operator keyed
+// by the key alone, restarting its state at each new run (Operator::keyed_by_epoch). The output is
+// the same: a run number once left never comes back along its key's tuples, so the state of
+// (key, old run) is never read again, and each key's tuples keep their order under either
+// partitioning (both are routed by a hash of a key the region forwards). The state drops from one
+// slot per key and run to one per key, and the key table from two columns to one.
+Graph key_by_epochs(Graph g);
+
 // Operators below the merge (issue 29; docs/architecture.md "Operators below the merge"): a
 // source that merges several inputs (gate::make_merge) and feeds one chain whose first operators
 // are stateless, keep the time column, cannot fail and work row by row (every worker may run

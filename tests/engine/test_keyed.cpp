@@ -718,6 +718,37 @@ TEST(running_equals_the_model_on_any_partitions) {
   });
 }
 
+// running over keys + [session] right after sessionize, keyed by epoch (the planner's
+// key_by_epochs): routed by the keys alone, one state per key restarting at each new session,
+// the output equals the model of running over keys + [session].
+TEST(running_keyed_by_epoch_equals_running_per_key_and_session) {
+  const std::vector<AggSpec> aggs{agg("n", AggKind::kCount, ""), agg("s_vf", AggKind::kSum, "vf"),
+                                  agg("s_vl", AggKind::kSum, "vl"), agg("f_vs", AggKind::kFirst, "vs"),
+                                  agg("hi_vg", AggKind::kMax, "vg")};
+  for_inputs(9, 6, [&](const Batch& d, const auto& keys, const auto&, auto& rng, const std::string& what) {
+    if (d.num_rows() == 0) return;
+    for (int64_t gap : {0, 3}) {
+      const ops::OperatorPtr sessions = ops::make_sessionize(d.schema(), keys, "t", gap, "session");
+      sessions->set_partitions(1);
+      std::vector<int64_t> all(static_cast<size_t>(d.num_rows()));
+      for (size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int64_t>(r);
+      const Batch sd = sessions->process_rows(d, all, 0).batch;
+      REQUIRE(sessions->epoch_column() == std::optional<std::string>("session"));
+      std::vector<std::string> with_session = keys;
+      with_session.insert(with_session.begin() + static_cast<std::ptrdiff_t>(rng() % (keys.size() + 1)), "session");
+      auto make = [&] { return ops::make_running(sd.schema(), with_session, aggs, "t")->keyed_by_epoch(keys, "session"); };
+      REQUIRE(make() != nullptr);
+      CHECK_EQ(make()->key_columns().size(), keys.size());
+      check(make, running_model(sd, key_ids(sd, with_session), aggs), sd, key_ids(sd, keys), rng,
+            "running keyed by epoch, gap " + std::to_string(gap) + ", " + what);
+      // No such form where the keys differ from keys + [epoch], or it is keyed by epoch already.
+      CHECK(ops::make_running(sd.schema(), keys, aggs, "t")->keyed_by_epoch(keys, "session") == nullptr);
+      CHECK(ops::make_running(sd.schema(), with_session, aggs, "t")->keyed_by_epoch(with_session, "session") == nullptr);
+      CHECK(make()->keyed_by_epoch(keys, "session") == nullptr);
+    }
+  });
+}
+
 TEST(dedupe_equals_the_model_on_any_partitions) {
   for_inputs(5, 7, [](const Batch& d, const auto& keys, const auto& ids, auto& rng, const std::string& what) {
     for (std::optional<int64_t> within : {std::optional<int64_t>(), std::optional<int64_t>(0), std::optional<int64_t>(3)}) {

@@ -52,6 +52,7 @@ def _random_chain(rng: random.Random) -> list[tuple]:
     then at most one that reshapes the rows."""
     chain = []
     used = 0
+    session = None  # the latest sessionize's column, while it lasts: running may key by it too
     for _ in range(rng.randrange(1, 5)):
         used += 1
         choice = rng.choice(["filter", "with_columns", "select", "sessionize", "lag", "running", "delta", "dedupe",
@@ -67,12 +68,14 @@ def _random_chain(rng: random.Random) -> list[tuple]:
                            "named": {name: (lambda r, c=c: None if r["v"] is None else r["v"] * 2 + c, pa.int64())}}))
         elif choice == "select":  # keeps the columns later operators use, adds one, drops the rest
             name = f"e{used}"
+            session = None
             chain.append(("select", ("ts", "k", "v", "item"), {name: (col("v") % 7) == c % 7},
                           {"op": "select", "columns": ["ts", "k", "v", "item"],
                            "named": {name: (lambda r, c=c: None if r["v"] is None else r["v"] % 7 == c % 7,
                                             pa.bool_())}}))
         elif choice == "sessionize":
             gap = rng.randrange(0, 10)
+            session = f"s{used}"
             chain.append(("sessionize", ("k",), {"gap": gap, "name": f"s{used}"},
                           {"op": "sessionize", "key": "k", "gap": gap, "name": f"s{used}"}))
         elif choice == "lag":
@@ -82,8 +85,11 @@ def _random_chain(rng: random.Random) -> list[tuple]:
             chain.append(("delta", ("k", ["v", "ts"]), {"suffix": f"_d{used}"},
                           {"op": "delta", "key": "k", "columns": ["v", "ts"], "suffix": f"_d{used}"}))
         elif choice == "running":
-            aggs = {f"n{used}": po.count(), f"s{used}": po.sum("v"), f"f{used}": po.first("v"), f"m{used}": po.max("v")}
-            chain.append(("running", ("k", aggs), {}, {"op": "running", "key": "k", "aggs": aggs}))
+            aggs = {f"n{used}": po.count(), f"r{used}": po.sum("v"), f"f{used}": po.first("v"), f"m{used}": po.max("v")}
+            # Per key and session (right after sessionize, the planner keys it by k alone and
+            # restarts at each new session: Operator::keyed_by_epoch), or per key.
+            key = rng.choice([["k", session], [session, "k"]]) if session and rng.random() < 0.7 else "k"
+            chain.append(("running", (key, aggs), {}, {"op": "running", "key": key, "aggs": aggs}))
         elif choice == "dedupe":
             within = rng.choice([None, 3])
             chain.append(("dedupe", ("k",), {"within": within}, {"op": "dedupe", "key": "k", "within": within}))
@@ -155,6 +161,25 @@ def test_every_option_combination_equals_the_sequential_run():
         assert got.equals(expected), (threads, scheduler, reorder, partitioning, morsel)
         count += 1
     assert count == 3 * 4 * 2 * 3 * 3
+
+
+def test_running_per_session_is_keyed_by_the_key_alone_right_after_sessionize():
+    """The planner keys running over [k, session] right after sessionize("k") by k alone, restarting
+    at each new session (one state per key, not per key and session); the output is that of running
+    per key and session in every configuration. Not where another operator comes between."""
+    rng = random.Random(3)
+    inputs = _inputs(rng, 2, 3000, 40, False)
+    aggs = {"n": po.count(), "total": po.sum("v"), "first": po.first("v")}
+    for key in (["k", "session"], ["session", "k"]):
+        p = po.Pipeline(inputs, time="ts").sessionize("k", gap=3).running(key, aggs)
+        lines = p.explain().splitlines()
+        assert lines[2].startswith("1 running  partitioned by [k]  "), lines
+        expected = run_reference(inputs, "ts", [{"op": "sessionize", "key": "k", "gap": 3, "name": "session"},
+                                                {"op": "running", "key": key, "aggs": aggs}])
+        for config in CONFIGS:
+            _same(p.run(**config).to_arrow(), expected)
+    between = po.Pipeline(inputs, time="ts").sessionize("k", gap=3).with_columns(w=col("v")).running(["k", "session"], aggs)
+    assert "running  partitioned by [k, session]" in between.explain()
 
 
 def test_result_converts_to_arrow_and_polars_without_copying():
