@@ -112,14 +112,17 @@ struct RowRef {
   uint32_t row;
 };
 
-template <class F>
-void for_each_row(std::span<const Segment> segments, F&& f) {
-  for (const Segment& s : segments)
-    for (int64_t i = s.start, e = s.start + s.length; i < e; ++i) f(s.source, i);
-}
-template <class F>
-void for_each_row(std::span<const RowRef> rows, F&& f) {
-  for (const RowRef& r : rows) f(r.source, static_cast<int64_t>(r.row));
+// A segment's or a RowRef's rows (a RowRef is a segment of one row, known at compile time, so
+// loops over its rows fold away).
+inline int64_t length_of(const Segment& s) noexcept { return s.length; }
+inline int64_t start_of(const Segment& s) noexcept { return s.start; }
+constexpr int64_t length_of(const RowRef&) noexcept { return 1; }
+inline int64_t start_of(const RowRef& r) noexcept { return r.row; }
+
+template <class Run, class F>
+void for_each_row(std::span<const Run> runs, F&& f) {
+  for (const Run& s : runs)
+    for (int64_t i = start_of(s), e = start_of(s) + length_of(s); i < e; ++i) f(s.source, i);
 }
 
 // Copies bits (bool values or validity) into `out` (bitmap_words_bytes(rows) bytes).
@@ -157,45 +160,28 @@ inline void copy_bytes(uint8_t* to, const uint8_t* from, size_t n) {
   }
 }
 
-// Total bytes and the copy, per segment (one copy for its rows' bytes) or per row.
-template <class Offset>
-int64_t string_bytes(const std::vector<const Offset*>& base, std::span<const Segment> segments) {
+// Total bytes and the copy, over segments (one copy for each one's rows' bytes) or rows.
+
+template <class Offset, class Run>
+int64_t string_bytes(const std::vector<const Offset*>& base, std::span<const Run> runs) {
   int64_t total = 0;
-  for (const Segment& s : segments) {
-    const Offset* offs = base[s.source] + s.start;
-    total += static_cast<int64_t>(offs[s.length] - offs[0]);
+  for (const Run& s : runs) {
+    const Offset* offs = base[s.source] + start_of(s);
+    total += static_cast<int64_t>(offs[length_of(s)] - offs[0]);
   }
   return total;
 }
-template <class Offset>
-int64_t string_bytes(const std::vector<const Offset*>& base, std::span<const RowRef> rows) {
-  int64_t total = 0;
-  for (const RowRef& r : rows) total += static_cast<int64_t>(base[r.source][r.row + 1] - base[r.source][r.row]);
-  return total;
-}
-template <class Offset>
+template <class Offset, class Run>
 void copy_strings(const std::vector<const Offset*>& base, std::span<const SourceColumn> src,
-                  std::span<const Segment> segments, Offset* next, uint8_t* bytes) {
+                  std::span<const Run> runs, Offset* next, uint8_t* bytes) {
   Offset pos = 0;
-  for (const Segment& s : segments) {
-    const Offset* offs = base[s.source] + s.start;
+  for (const Run& s : runs) {
+    const Offset* offs = base[s.source] + start_of(s);
     const Offset first = offs[0];
-    const auto len = static_cast<size_t>(offs[s.length] - first);
+    const auto len = static_cast<size_t>(offs[length_of(s)] - first);
     copy_bytes(bytes + pos, src[s.source].data + first, len);
-    for (int64_t i = 1; i <= s.length; ++i) *next++ = pos + (offs[i] - first);
+    for (int64_t i = 1; i <= length_of(s); ++i) *next++ = pos + (offs[i] - first);
     pos += static_cast<Offset>(len);
-  }
-}
-template <class Offset>
-void copy_strings(const std::vector<const Offset*>& base, std::span<const SourceColumn> src,
-                  std::span<const RowRef> rows, Offset* next, uint8_t* bytes) {
-  Offset pos = 0;
-  for (const RowRef& r : rows) {
-    const Offset* offs = base[r.source] + r.row;
-    const auto len = static_cast<size_t>(offs[1] - offs[0]);
-    copy_bytes(bytes + pos, src[r.source].data + offs[0], len);
-    pos += static_cast<Offset>(len);
-    *next++ = pos;
   }
 }
 

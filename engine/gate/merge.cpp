@@ -136,10 +136,19 @@ struct Span {
   int64_t hi;
 };
 
+// A batch a part made: gathered rows (input < 0), or rows [start, start + length) of an input's
+// batch, as a zero-copy slice.
+struct Made {
+  Batch batch;
+  int64_t input = -1;
+  int64_t start = 0;
+  int64_t length = 0;
+};
+
 // A part of a region: a span of every input, merged on its own into `out`.
 struct Part {
   std::vector<Span> spans;
-  std::vector<Batch> out;
+  std::vector<Made> out;
   // The batch being built: kept from region to region, so its memory is not touched for the
   // first time (page faults) at every region.
   std::vector<Segment> segments;
@@ -318,8 +327,21 @@ class Merge final : public BatchSource {
       if (!pool_) pool_ = std::make_unique<sync::ForkJoin>(options_.threads - 1);
       pool_->run(parts, [&](size_t p) { merge_part(cut[p], sources); });
     }
-    for (size_t p = 0; p < parts; ++p)
-      for (Batch& b : cut[p].out) ready_.push_back(std::move(b));
+    // Slices of one input batch that parts cut apart leave whole again (disjoint inputs pass
+    // through as they would with one thread).
+    Made last;
+    for (size_t p = 0; p < parts; ++p) {
+      for (Made& m : cut[p].out) {
+        if (m.input >= 0 && m.input == last.input && last.start + last.length == m.start) {
+          last.length += m.length;
+          last.batch = sources[static_cast<size_t>(m.input)].slice(last.start, last.length).with_schema(schema_);
+          continue;
+        }
+        if (last.batch.schema() != nullptr) ready_.push_back(std::move(last.batch));
+        last = std::move(m);
+      }
+    }
+    if (last.batch.schema() != nullptr) ready_.push_back(std::move(last.batch));
     for (uint32_t i = 0; i < k; ++i) cursors_[i].pos = region[i].hi;
     Batch b = std::move(ready_.front());
     ready_.pop_front();
@@ -387,7 +409,7 @@ class Merge final : public BatchSource {
     int64_t rows = 0;
     auto flush = [&] {
       if (rows == 0) return;
-      part.out.push_back(gather(schema_, sources, segments));
+      part.out.push_back({gather(schema_, sources, segments)});
       segments.clear();
       rows = 0;
     };
@@ -411,7 +433,7 @@ class Merge final : public BatchSource {
           segments.pop_back();
         }
         flush();
-        part.out.push_back(sources[i].slice(start, end - start).with_schema(schema_));
+        part.out.push_back({sources[i].slice(start, end - start).with_schema(schema_), i, start, end - start});
         take = end - pos[i];
       } else {
         take = std::min(end - pos[i], options_.batch_size - rows);

@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -97,6 +98,33 @@ TEST(gather_copies_rows_in_segment_order) {
   CHECK_EQ(reinterpret_cast<uintptr_t>(out.column(0).values) % 64, uintptr_t{0});
 }
 
+// `n` random rows of `sch`: bools, fixed-width values (random bits), strings of up to 19 bytes;
+// the value in column c is null where null(c) says so (asked once per value).
+Batch random_rows(std::mt19937_64& rng, const std::shared_ptr<const Schema>& sch, int64_t n,
+                  const std::function<bool(size_t)>& null) {
+  std::vector<ColumnBuilder> b;
+  for (const Field& f : sch->fields) b.emplace_back(f.type);
+  for (int64_t r = 0; r < n; ++r) {
+    for (size_t c = 0; c < b.size(); ++c) {
+      const Layout layout = sch->fields[c].type.layout();
+      if (null(c)) {
+        b[c].append_null();
+      } else if (layout == Layout::kBits) {
+        b[c].append_bool(rng() % 2 == 0);
+      } else if (layout != Layout::kFixed) {
+        b[c].append_string(std::string(rng() % 20, static_cast<char>('a' + rng() % 26)));
+      } else {
+        const uint64_t v = rng();
+        b[c].append_fixed(&v);
+      }
+    }
+  }
+  auto owner = std::make_shared<BatchMemory>();
+  std::vector<Column> cols;
+  for (ColumnBuilder& x : b) cols.push_back(x.finish(*owner));
+  return Batch(sch, n, std::move(cols), owner);
+}
+
 // scatter() puts each source row where its position says: the same batch as gathering the rows in
 // position order, nulls included, over random splits of random fixed-width columns.
 TEST(scatter_equals_gather_in_position_order) {
@@ -110,22 +138,8 @@ TEST(scatter_equals_gather_in_position_order) {
     for (int64_t r = 0; r < rows; ++r) positions[rng() % parts].push_back(r);
     std::vector<Batch> sources;
     for (size_t p = 0; p < parts; ++p) {
-      std::vector<ColumnBuilder> b;
-      for (const Field& f : sch->fields) b.emplace_back(f.type);
-      for (size_t j = 0; j < positions[p].size(); ++j) {
-        for (size_t c = 0; c < b.size(); ++c) {
-          if (c > 0 && rng() % 4 == 0) {
-            b[c].append_null();
-          } else {
-            const uint64_t v = rng();
-            b[c].append_fixed(&v);
-          }
-        }
-      }
-      auto owner = std::make_shared<BatchMemory>();
-      std::vector<Column> cols;
-      for (ColumnBuilder& x : b) cols.push_back(x.finish(*owner));
-      sources.emplace_back(sch, static_cast<int64_t>(positions[p].size()), std::move(cols), owner);
+      sources.push_back(random_rows(rng, sch, static_cast<int64_t>(positions[p].size()),
+                                    [&](size_t c) { return c > 0 && rng() % 4 == 0; }));
     }
     std::vector<std::pair<uint32_t, int64_t>> at(static_cast<size_t>(rows));
     for (uint32_t p = 0; p < parts; ++p)
@@ -232,26 +246,7 @@ TEST(gather_equals_a_row_by_row_copy) {
     for (size_t p = 0; p < parts; ++p) {
       const int64_t n = 1 + static_cast<int64_t>(rng() % 150);
       const bool nulls = rng() % 2 == 0;  // a source without nulls has no bitmaps to read
-      std::vector<ColumnBuilder> b;
-      for (const Field& f : sch->fields) b.emplace_back(f.type);
-      for (int64_t r = 0; r < n; ++r) {
-        for (size_t c = 0; c < b.size(); ++c) {
-          if (nulls && rng() % 5 == 0) {
-            b[c].append_null();
-          } else if (c == 0) {
-            b[c].append_bool(rng() % 2 == 0);
-          } else if (c >= 5) {
-            b[c].append_string(std::string(rng() % 20, static_cast<char>('a' + rng() % 26)));
-          } else {
-            const uint64_t v = rng();
-            b[c].append_fixed(&v);
-          }
-        }
-      }
-      auto owner = std::make_shared<BatchMemory>();
-      std::vector<Column> cols;
-      for (ColumnBuilder& x : b) cols.push_back(x.finish(*owner));
-      Batch whole(sch, n, std::move(cols), owner);
+      const Batch whole = random_rows(rng, sch, n, [&](size_t) { return nulls && rng() % 5 == 0; });
       const int64_t cut = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));  // odd offsets
       sources.push_back(whole.slice(cut, n - cut));
     }
