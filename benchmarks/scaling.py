@@ -14,6 +14,8 @@ Workloads (one sorted input unless said; every run's output is checked equal to 
                                "view"), two computed columns) over benchmarks.graphs' clickstream dealt to 4
                                inputs: the filter runs on each input before the merge (push_down)
   filter (4 inputs; merged first)   the same with push_down=False
+  merge (4 inputs)  po.merge(threads=t) of 4 smart-meter tables (pyarrow_ops.datasets), to a table: the
+                    regions of ready rows cut into parts merged side by side
 Throughput is rows of input (both inputs for graph (b)) over the best run's wall time. Only figures
 of one run compare: the machine's speed is its own.
 """
@@ -94,9 +96,18 @@ def workloads(rows: int):
             return {"out": p}, rows, {"push_down": push_down}
         return build
 
+    def merged():
+        from pyarrow_ops.datasets import smart_meter_readings
+        if "meters" not in cache:
+            cache["meters"] = smart_meter_readings(rows=rows, concentrators=4, seed=0)
+        tables = cache["meters"]
+        # Not a graph: a function of the thread count giving the outputs.
+        return (lambda t: {"merged": po.merge(tables, time="time", threads=t).to_arrow()}), rows
+
     cache: dict[str, list[pa.Table]] = {}
     return {"stateless": stateless, "sessions": sessions, "graph (a)": graph_a, "graph (b)": graph_b,
-            "filter (4 inputs)": filtered(True), "filter (4 inputs; merged first)": filtered(False)}
+            "filter (4 inputs)": filtered(True), "filter (4 inputs; merged first)": filtered(False),
+            "merge (4 inputs)": merged}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -122,7 +133,10 @@ def main(argv: list[str] | None = None) -> None:
             for _ in range(args.repeat):
                 outputs, tuples, *options = build()
                 start = clock.perf_counter()
-                tables = po.run(outputs, threads=t, **(options[0] if options else {})).to_arrow()
+                if callable(outputs):
+                    tables = outputs(t)
+                else:
+                    tables = po.run(outputs, threads=t, **(options[0] if options else {})).to_arrow()
                 best = min(best, clock.perf_counter() - start)
                 if reference is None:
                     reference = tables

@@ -34,7 +34,8 @@ class _OverInputs:
 
 
 class Merge(_OverInputs):
-    """pyarrow_ops.merge over ``inputs`` smart-meter tables, 2,000,000 rows in total."""
+    """pyarrow_ops.merge over ``inputs`` smart-meter tables, 2,000,000 rows in total, one thread per
+    core (the default)."""
 
     def setup(self, inputs):
         self.tables = _tables(inputs)
@@ -49,6 +50,23 @@ class Merge(_OverInputs):
         return self.rows / (time.perf_counter() - start)
 
     track_tuples_per_second.unit = "tuples/s"
+
+
+class MergeThreads:
+    """pyarrow_ops.merge of 4 and 20 inputs on 1, 2 and 4 threads: the regions' parts merged side by
+    side (on a 2-core machine 4 threads only add handoffs)."""
+
+    params = ([4, 20], [1, 2, 4])
+    param_names = ["inputs", "threads"]
+    timeout = 300
+    number = 1
+    repeat = (3, 5, 30.0)
+
+    def setup(self, inputs, threads):
+        self.tables = _tables(inputs)
+
+    def time_merge(self, inputs, threads):
+        pyarrow_ops.merge(self.tables, time="time", threads=threads).to_arrow()
 
 
 class PolarsConcatSort(_OverInputs):
