@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "helpers.h"
 #include "ops/joins.h"
 #include "ops/multi_input.h"
+#include "runtime/elastic.h"
 #include "runtime/pipeline.h"
 #include "unit.h"
 
@@ -592,3 +594,88 @@ TEST(a_discarded_output_never_holds_the_run_back) {
 }
 
 int main() { return unit::run_all(); }
+
+// --- The elastic thread level (runtime/elastic.h), on synthetic throughput traces --------------
+
+namespace {
+
+// Runs `periods` periods: each measures curve(level, period) at the level the controller chose;
+// returns the levels, one per period (the level the period ran at).
+std::vector<size_t> drive(runtime::ElasticLevel& e, int periods, const std::function<double(size_t, int)>& curve,
+                          int from = 0) {
+  std::vector<size_t> levels;
+  for (int p = from; p < from + periods; ++p) {
+    levels.push_back(e.level());
+    e.observe(curve(e.level(), p));
+  }
+  return levels;
+}
+
+bool holds(const std::vector<size_t>& levels, size_t from, size_t level) {
+  for (size_t i = from; i < levels.size(); ++i)
+    if (levels[i] != level) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST(elastic_level_climbs_while_throughput_rises_and_settles_at_the_knee) {
+  runtime::ElasticLevel e({.max_level = 16});
+  const auto levels = drive(e, 60, [](size_t l, int) { return 10.0 * static_cast<double>(std::min<size_t>(l, 8)); });
+  for (size_t i = 1; i < 8; ++i) CHECK_EQ(levels[i], i + 1);  // one level up per period to the knee
+  CHECK(holds(levels, 12, 8));  // one look above (9, no gain), back to 8, and it stays
+  CHECK_EQ(e.changes(), uint64_t{0});
+}
+
+TEST(elastic_level_backs_off_after_a_drop) {
+  runtime::ElasticLevel e({.max_level = 16});
+  // Throughput rises to 4 threads, then falls (contention): the level settles at 4.
+  const auto levels = drive(e, 60, [](size_t l, int) {
+    return l <= 4 ? 10.0 * static_cast<double>(l) : 40.0 - 5.0 * static_cast<double>(l - 4);
+  });
+  CHECK(holds(levels, 10, 4));
+  CHECK_EQ(*std::max_element(levels.begin(), levels.end()), size_t{5});  // looked one level above only
+}
+
+TEST(elastic_level_holds_on_a_plateau_through_noise_and_outliers) {
+  runtime::ElasticLevel e({.max_level = 16});
+  // Up to 3% noise every period, and every 17th period an outlier at half the throughput (a
+  // stall): neither is a workload change, so the level found stays and no history is wiped.
+  const auto curve = [](size_t l, int p) {
+    const double base = 10.0 * static_cast<double>(std::min<size_t>(l, 6));
+    const double noise = 1.0 + 0.03 * ((p * 7919) % 5 - 2) / 2.0;
+    return p % 17 == 16 ? base * 0.5 : base * noise;
+  };
+  const auto levels = drive(e, 300, curve);
+  CHECK(holds(levels, 20, 6));
+  CHECK_EQ(e.changes(), uint64_t{0});
+  // The paper's rules as written (no confirmation, the last measurement as the record) take each
+  // outlier for a workload change and search again every time.
+  runtime::ElasticLevel paper({.max_level = 16, .smoothing = 1.0, .confirm = 1});
+  const auto searched = drive(paper, 300, curve);
+  CHECK(paper.changes() >= 10);
+  CHECK(!holds(searched, 20, 6));
+}
+
+TEST(elastic_level_explores_again_after_a_workload_change) {
+  runtime::ElasticLevel e({.max_level = 16});
+  // The knee moves from 8 threads to 3 at period 80 (each tuple got cheaper: fewer threads
+  // saturate the sink), and every level's throughput changes with it.
+  const auto curve = [](size_t l, int p) {
+    const size_t knee = p < 80 ? 8 : 3;
+    return (p < 80 ? 10.0 : 50.0) * static_cast<double>(std::min(l, knee));
+  };
+  const auto levels = drive(e, 160, curve);
+  CHECK_EQ(levels[79], size_t{8});
+  CHECK(e.changes() >= 1);
+  CHECK(holds(levels, 130, 3));
+}
+
+TEST(elastic_level_stays_within_one_to_the_cores) {
+  runtime::ElasticLevel one({.max_level = 1});
+  CHECK(holds(drive(one, 20, [](size_t, int p) { return 1.0 + p; }), 0, 1));
+  runtime::ElasticLevel four({.max_level = 4});
+  const auto levels = drive(four, 40, [](size_t l, int) { return 10.0 * static_cast<double>(l); });
+  CHECK_EQ(*std::max_element(levels.begin(), levels.end()), size_t{4});
+  CHECK(holds(levels, 5, 4));
+}
