@@ -376,7 +376,7 @@ class Pipeline:
         """
         return explain({"result": self}, fuse=fuse, push_down=push_down)
 
-    def run(self, threads: int | None = None, scheduler: Scheduler = "ct", reorder: Reorder = "nonblocking",
+    def run(self, threads: int | Literal["auto"] | None = None, scheduler: Scheduler = "ct", reorder: Reorder = "nonblocking",
             partitioning: Partitioning = "hybrid", *, morsel: int | None = None, partitions: int | None = None,
             reorder_capacity: int | None = None, max_inflight: int | None = None, slice_us: int | None = None,
             batch_size: int = 65536, fuse: bool = True, push_down: bool = True,
@@ -386,7 +386,10 @@ class Pipeline:
         Every combination of the options gives the identical result; they change only speed.
 
         Args:
-            threads: workers (default: cores).
+            threads: workers (default: cores), or ``"auto"``: up to one per core, how many of them
+                run adapting to the measured throughput while the run goes on (the IBM Streams
+                elasticity rules with history, docs/architecture.md "Elastic thread level"); the
+                result is the same, ``stats()["thread_levels"]`` tells the levels over time.
             scheduler: one of :data:`SCHEDULERS`.
             reorder: one of :data:`REORDERS`.
             partitioning: one of :data:`PARTITIONINGS`.
@@ -438,7 +441,7 @@ class Pipeline:
         return f"Pipeline(time={self._time!r}, {origin}operators={[s.name for s in self._steps]})"
 
 
-def _options(threads: int | None, scheduler: str, reorder: str, partitioning: str, morsel: int | None,
+def _options(threads: int | str | None, scheduler: str, reorder: str, partitioning: str, morsel: int | None,
              partitions: int | None, reorder_capacity: int | None, max_inflight: int | None, slice_us: int | None,
              experiment: Experiment, fuse: bool = True, push_down: bool = True) -> _engine.PipelineOptions:
     """The run options, checked, as the engine's struct (Pipeline.run and run share them)."""
@@ -446,18 +449,22 @@ def _options(threads: int | None, scheduler: str, reorder: str, partitioning: st
                                  ("partitioning", partitioning, PARTITIONINGS)):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    elastic = threads == "auto"
+    if elastic:
+        threads = None
     for name, value in (("threads", threads), ("morsel", morsel), ("partitions", partitions),
                         ("reorder_capacity", reorder_capacity), ("max_inflight", max_inflight),
                         ("slice_us", slice_us)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+            also = ", or 'auto'" if name == "threads" else ""
+            raise ValueError(f"{name} must be a positive int or None{also}, got {value!r}")
     if not isinstance(experiment, Experiment):
         raise TypeError(f"experiment must be a pyarrow_ops.Experiment, got {type(experiment).__name__}")
     options = _engine.PipelineOptions(
         threads=threads or 0, scheduler=_engine.Scheduler[scheduler], reorder=_engine.Reorder[reorder],
         partitioning=_engine.Partitioning[partitioning], partitions=partitions or 0, morsel_rows=morsel or 0,
         reorder_capacity=reorder_capacity or 0, max_inflight=max_inflight or 0, slice_us=slice_us or 0,
-        rate=float(experiment.rate), fuse=bool(fuse), push_down=bool(push_down))
+        rate=float(experiment.rate), fuse=bool(fuse), push_down=bool(push_down), elastic=elastic)
     return options
 
 
@@ -589,8 +596,11 @@ class PipelineResult(Result):
         selectivity, queued tuples, maximum and peak parallelism, ``copies`` (more than 1: it ran
         on each input before their merge, see ``push_down``, and the figures are the copies'
         sums; the merge then shows as a ``union`` after the pipeline's operators); overall: tuples in and out,
-        threads, partitions, peak morsels alive, and ``latencies_ns``: per result batch, the time
-        from the first operator starting on its input to its arrival at the output."""
+        threads, partitions, peak morsels alive, ``latencies_ns``: per result batch, the time
+        from the first operator starting on its input to its arrival at the output, and
+        ``thread_levels`` (``threads="auto"``): per period of the elastic controller, ``at_ns``
+        (since the start), the ``threads`` that ran in it and the ``tuples_per_s`` all operators
+        took in over it."""
         return self._handle.stats()
 
 
@@ -758,7 +768,7 @@ class GraphResult(Mapping[str, PipelineResult]):
             r.close()
 
 
-def run(outputs: Mapping[str, Pipeline], threads: int | None = None, scheduler: Scheduler = "ct",
+def run(outputs: Mapping[str, Pipeline], threads: int | Literal["auto"] | None = None, scheduler: Scheduler = "ct",
         reorder: Reorder = "nonblocking", partitioning: Partitioning = "hybrid", *, morsel: int | None = None,
         partitions: int | None = None, reorder_capacity: int | None = None, max_inflight: int | None = None,
         slice_us: int | None = None, batch_size: int = 65536, fuse: bool = True, push_down: bool = True,

@@ -100,7 +100,8 @@ void bind_options(nb::module_& m) {
           "__init__",
           [](runtime::PipelineOptions* self, size_t threads, runtime::Heuristic scheduler, sync::ReorderScheme reorder,
              sync::Partitioning partitioning, size_t partitions, int64_t morsel_rows, size_t reorder_capacity,
-             size_t max_inflight, int64_t slice_us, double rate, bool fuse, bool push_down) {
+             size_t max_inflight, int64_t slice_us, double rate, bool fuse, bool push_down, bool elastic,
+             int64_t elastic_period_ms) {
             new (self) runtime::PipelineOptions();
             self->threads = threads;
             self->scheduler = scheduler;
@@ -114,11 +115,13 @@ void bind_options(nb::module_& m) {
             self->rate = rate;
             self->fuse = fuse;
             self->push_down = push_down;
+            self->elastic = elastic;
+            if (elastic_period_ms > 0) self->elastic_period = std::chrono::milliseconds(elastic_period_ms);
           },
           "threads"_a = 0, "scheduler"_a = runtime::Heuristic::kCT, "reorder"_a = sync::ReorderScheme::kNonBlocking,
           "partitioning"_a = sync::Partitioning::kHybrid, "partitions"_a = 0, "morsel_rows"_a = 0,
           "reorder_capacity"_a = 0, "max_inflight"_a = 0, "slice_us"_a = 0, "rate"_a = 0.0, "fuse"_a = true,
-          "push_down"_a = true)
+          "push_down"_a = true, "elastic"_a = false, "elastic_period_ms"_a = 0)
       .def_rw("threads", &runtime::PipelineOptions::threads)
       .def_rw("scheduler", &runtime::PipelineOptions::scheduler)
       .def_rw("reorder", &runtime::PipelineOptions::reorder)
@@ -129,7 +132,8 @@ void bind_options(nb::module_& m) {
       .def_rw("max_inflight", &runtime::PipelineOptions::max_inflight)
       .def_rw("rate", &runtime::PipelineOptions::rate)
       .def_rw("fuse", &runtime::PipelineOptions::fuse)
-      .def_rw("push_down", &runtime::PipelineOptions::push_down);
+      .def_rw("push_down", &runtime::PipelineOptions::push_down)
+      .def_rw("elastic", &runtime::PipelineOptions::elastic);
 }
 
 }  // namespace pao::python

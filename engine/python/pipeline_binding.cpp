@@ -527,6 +527,15 @@ void bind_pipeline(nb::module_& m) {
         d["morsel_rows"] = s.morsel_rows;
         d["peak_inflight"] = s.peak_inflight;
         d["latencies_ns"] = s.latencies_ns;
+        nb::list levels;
+        for (const auto& l : s.levels) {
+          nb::dict e;
+          e["at_ns"] = l.at_ns;
+          e["threads"] = l.level;
+          e["tuples_per_s"] = l.tuples_per_s;
+          levels.append(e);
+        }
+        d["thread_levels"] = levels;
         return d;
       });
 }

@@ -12,6 +12,7 @@
 #include "core/gather.h"
 #include "core/key_table.h"
 #include "ops/fused.h"
+#include "runtime/elastic.h"
 #include "runtime/planner.h"
 
 namespace pao::runtime {
@@ -61,10 +62,12 @@ Pipeline::Pipeline(Graph graph, PipelineOptions options) : options_(std::move(op
 
   start_ = std::chrono::steady_clock::now();
   ct_window_start_.store(now_ns(), std::memory_order_relaxed);
+  level_.store(options_.elastic ? 1 : threads_, std::memory_order_relaxed);
   try {
     workers_.reserve(threads_);
     for (size_t w = 0; w < threads_; ++w) workers_.emplace_back([this, w] { worker_main(w); });
     ingress_ = std::thread([this] { ingress_main(); });
+    if (options_.elastic) elastic_ = std::thread([this] { elastic_main(); });
   } catch (...) {
     cancel();
     throw;
@@ -211,6 +214,11 @@ void Pipeline::stop_threads() {
     stop_.store(true, std::memory_order_seq_cst);
     wake();
     out_cv_.notify_all();
+    {
+      std::lock_guard lock(elastic_mutex_);  // so the notify cannot fall between its check and its wait
+    }
+    elastic_cv_.notify_all();
+    if (elastic_.joinable()) elastic_.join();
     if (ingress_.joinable()) ingress_.join();
     for (auto& t : workers_)
       if (t.joinable()) t.join();
@@ -535,6 +543,13 @@ void Pipeline::worker_main(size_t index) {
     while (!stop_.load(std::memory_order_relaxed)) {
       // Read before looking for work, so a wake() that comes after the look keeps us awake.
       const uint64_t seen = work_.value();
+      // Above the elastic level: wait until it rises (elastic_main wakes everyone) or the run
+      // ends. Any worker may take any operator and partition, so the running ones lack nothing.
+      if (index >= level_.load(std::memory_order_relaxed)) {
+        if (stages_finished_.load(std::memory_order_acquire) == stages_.size()) return;
+        work_.wait(seen, std::chrono::milliseconds(1), [&] { return stop_.load(std::memory_order_relaxed); });
+        continue;
+      }
       bool finished_any = false;
       for (size_t i = 0; i < stages_.size(); ++i) finished_any |= try_finish(i);
       if (stages_finished_.load(std::memory_order_acquire) == stages_.size()) return;
@@ -576,6 +591,38 @@ void Pipeline::worker_main(size_t index) {
     }
   } catch (...) {
     fail(std::current_exception());
+  }
+}
+
+// The elastic controller: once per period, the tuples all operators took in over it, and the
+// level for the next period (runtime/elastic.h). The first period is the pipeline filling up (its
+// throughput climbs whatever the level), so it is reported but not judged. Ends with the run.
+void Pipeline::elastic_main() {
+  ElasticLevel control({.max_level = threads_});
+  auto taken = [&] {
+    int64_t n = 0;
+    for (const auto& st : stages_) n += st->tuples_in.load(std::memory_order_relaxed);
+    return n;
+  };
+  int64_t last_at = now_ns();
+  int64_t last_taken = taken();
+  std::unique_lock lock(elastic_mutex_);
+  for (;;) {
+    const bool over = elastic_cv_.wait_for(lock, options_.elastic_period, [&] {
+      return stop_.load(std::memory_order_relaxed) ||
+             stages_finished_.load(std::memory_order_acquire) == stages_.size();
+    });
+    if (over) return;
+    const int64_t at = now_ns();
+    const int64_t n = taken();
+    const double rate = static_cast<double>(n - last_taken) * 1e9 / static_cast<double>(std::max<int64_t>(1, at - last_at));
+    const size_t ran = level_.load(std::memory_order_relaxed);
+    levels_.push_back({at - std::chrono::duration_cast<std::chrono::nanoseconds>(start_.time_since_epoch()).count(),
+                       ran, rate});
+    if (levels_.size() > 1) level_.store(control.observe(rate), std::memory_order_relaxed);
+    last_at = at;
+    last_taken = n;
+    wake();
   }
 }
 

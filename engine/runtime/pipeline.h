@@ -89,6 +89,10 @@ struct PipelineOptions {
   bool push_down = true;
   // Called about every 50 ms while next() waits; what it throws fails the run.
   std::function<void()> check_interrupt;
+  // Elastic: `threads` becomes the most workers, and how many of them run adapts to the measured
+  // throughput (runtime/elastic.h), from 1, once per `elastic_period`. The output is the same.
+  bool elastic = false;
+  std::chrono::milliseconds elastic_period{100};
 };
 
 struct OperatorStats {
@@ -119,6 +123,14 @@ struct PipelineStats {
   // Per result batch: nanoseconds from when the first operator began processing the input
   // morsel it came from to when it entered the result queue (the paper's processing latency).
   std::vector<int64_t> latencies_ns;
+  // Elastic runs: per period, when it ended (ns since the start), the workers that ran in it and
+  // the tuples per second all operators took in over it.
+  struct LevelSample {
+    int64_t at_ns;
+    size_t level;
+    double tuples_per_s;
+  };
+  std::vector<LevelSample> levels;
 };
 
 // A node of a graph: a source (op null: the stream of sources[source]) or an operator over the
@@ -189,6 +201,7 @@ class Pipeline : public BatchSource {
   void build(Graph graph);
   void ingress_main();
   void worker_main(size_t index);
+  void elastic_main();
   int pick(size_t worker, uint64_t excluded);
   size_t run_stage(size_t i, size_t worker);
   size_t step(size_t i, size_t worker);
@@ -263,6 +276,13 @@ class Pipeline : public BatchSource {
   std::thread ingress_;
   std::vector<std::thread> workers_;
   std::once_flag stopped_;
+
+  // Elastic runs: workers with an index at or above level_ wait; elastic_main sets it.
+  std::atomic<size_t> level_{0};
+  std::thread elastic_;
+  mutable std::mutex elastic_mutex_;  // guards levels_; elastic_cv_ waits on it
+  std::condition_variable elastic_cv_;
+  std::vector<PipelineStats::LevelSample> levels_;
 };
 
 }  // namespace pao::runtime

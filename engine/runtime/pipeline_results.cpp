@@ -178,6 +178,10 @@ PipelineStats Pipeline::stats() const {
   s.partitions = partitions_;
   s.morsel_rows = morsel_rows_;
   s.peak_inflight = static_cast<size_t>(peak_inflight_.load(std::memory_order_relaxed));
+  {
+    std::lock_guard lock(elastic_mutex_);
+    s.levels = levels_;
+  }
   std::lock_guard lock(out_mutex_);
   s.tuples_out = tuples_out_;
   s.latencies_ns = latencies_ns_;

@@ -272,6 +272,8 @@ TEST(random_pipelines_equal_the_sequential_run) {
         o.reorder_capacity = combo == 0 ? 2 : 64;
         o.max_inflight = combo == 0 ? 4 : 0;
         o.partitions = combo == 3 ? 3 : 0;
+        o.elastic = combo == 2;  // workers parked and woken as the level moves, every millisecond
+        o.elastic_period = std::chrono::milliseconds(1);
         const Rows got = run(specs, batches, o);
         ++configs;
         if (!same(got, expected)) {
@@ -283,6 +285,36 @@ TEST(random_pipelines_equal_the_sequential_run) {
     }
   }
   std::printf("  %d configurations\n", configs);
+}
+
+// An elastic run (runtime/elastic.h in the runtime): the level moves between 1 and the most
+// workers while the run goes on, and the output is the sequential run's. A period of 1 ms and
+// operators that spin make a run of many periods.
+TEST(elastic_runs_equal_the_sequential_run_and_report_their_levels) {
+  std::mt19937_64 rng(99);
+  for (int trial = 0; trial < 4; ++trial) {
+    const std::vector<OpSpec> specs{{ops::OpKind::kStateless, ops::Selectivity::kAtMostOne, 2000},
+                                    {ops::OpKind::kPartitioned, ops::Selectivity::kExactlyOne, 2000},
+                                    {ops::OpKind::kStateful, ops::Selectivity::kAny, 0}};
+    const Rows input = random_input(rng, 3000, 20);
+    const std::vector<Batch> batches = split(rng, input);
+    runtime::PipelineOptions o;
+    o.threads = 4;
+    o.elastic = true;
+    o.elastic_period = std::chrono::milliseconds(1);
+    o.morsel_rows = 16;
+    runtime::Pipeline p(std::make_unique<ListSource>(tkvh(), batches), build(specs), o);
+    Rows got;
+    while (auto b = p.next()) {
+      Rows part = read(*b);
+      for (size_t i = 0; i < part.size(); ++i) got.add(part, i);
+    }
+    CHECK(same(got, sequential(specs, input)));
+    const runtime::PipelineStats st = p.stats();
+    CHECK(!st.levels.empty());
+    for (const auto& l : st.levels) CHECK(l.level >= 1 && l.level <= 4 && l.tuples_per_s >= 0);
+    CHECK_EQ(st.levels.front().level, size_t{1});  // it starts at one worker
+  }
 }
 
 TEST(an_operator_error_fails_the_run_and_stops_every_thread) {

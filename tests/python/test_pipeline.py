@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import os
 import random
 import threading
 
@@ -28,6 +29,7 @@ CONFIGS = [
     dict(threads=4, scheduler="qst", reorder="locked", morsel=3),
     dict(threads=2, scheduler="ct", partitioning="hybrid"),
     dict(threads=2, push_down=False, morsel=2),  # several inputs merged before every operator
+    dict(threads="auto", morsel=4),  # elastic: workers above the level wait
 ]
 RUNS = {"configurations": 0}
 
@@ -180,6 +182,26 @@ def test_running_per_session_is_keyed_by_the_key_alone_right_after_sessionize():
             _same(p.run(**config).to_arrow(), expected)
     between = po.Pipeline(inputs, time="ts").sessionize("k", gap=3).with_columns(w=col("v")).running(["k", "session"], aggs)
     assert "running  partitioned by [k, session]" in between.explain()
+
+
+def test_threads_auto_adapts_the_level_and_keeps_the_result():
+    """threads="auto": the elastic controller reports a level per period (100 ms), from one worker
+    up to the cores, and the result equals a fixed thread count's."""
+    rng = random.Random(5)
+    inputs = _inputs(rng, 1, 60_000, 500, False)
+    p = (po.Pipeline(inputs, time="ts").sessionize("k", gap=3)
+         .experimental_parametric("partitioned", cost_us=5.0, key="k").running("k", {"n": po.count()}))
+    fixed = p.run(threads=1).to_arrow()
+    result = p.run(threads="auto")
+    assert result.to_arrow().equals(fixed)
+    levels = result.stats()["thread_levels"]
+    assert levels, "a run of several periods reports its levels"
+    assert levels[0]["threads"] == 1
+    assert all(1 <= level["threads"] <= (os.cpu_count() or 1) and level["tuples_per_s"] >= 0 for level in levels)
+    assert [level["at_ns"] for level in levels] == sorted(level["at_ns"] for level in levels)
+    assert p.run(threads=2).stats()["thread_levels"] == []
+    with pytest.raises(ValueError, match="threads must be a positive int or None, or 'auto', got 'many'"):
+        p.run(threads="many")
 
 
 def test_result_converts_to_arrow_and_polars_without_copying():
