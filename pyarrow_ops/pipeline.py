@@ -33,6 +33,8 @@ REORDERS: tuple[Reorder, ...] = ("nonblocking", "locked")
 """How outputs of concurrent workers are put back in order: ``"nonblocking"`` (the default) never
 makes a worker wait for another; ``"locked"`` is the mutex baseline."""
 Partitioning = Literal["hybrid", "partitioned", "shared"]
+Threading = Literal["ordered", "manual"]
+THREADINGS: tuple[Threading, ...] = ("ordered", "manual")
 PARTITIONINGS: tuple[Partitioning, ...] = ("hybrid", "partitioned", "shared")
 """How partitioned operators share work: ``"hybrid"`` (the default; per-partition queues plus a
 master queue, work delegated to the partition's active worker), ``"partitioned"`` (a queue per
@@ -380,7 +382,7 @@ class Pipeline:
             partitioning: Partitioning = "hybrid", *, morsel: int | None = None, partitions: int | None = None,
             reorder_capacity: int | None = None, max_inflight: int | None = None, slice_us: int | None = None,
             batch_size: int = 65536, fuse: bool = True, push_down: bool = True,
-            experiment: Experiment = NO_EXPERIMENT) -> PipelineResult:
+            threading: Threading = "ordered", experiment: Experiment = NO_EXPERIMENT) -> PipelineResult:
         """Runs the pipeline; returns a :class:`PipelineResult` (read it once, like any Result).
 
         Every combination of the options gives the identical result; they change only speed.
@@ -404,11 +406,15 @@ class Pipeline:
             push_down: with several inputs, run the leading filters and projections on each
                 input before the merge, in parallel (:meth:`explain` shows which; the result is
                 the same); False merges first.
+            threading: ``"ordered"`` (default): the ordered runtime's workers and an ingress
+                thread; ``"manual"``: no threads of the run's own: the thread that reads the result
+                reads the input and runs the operators itself, as far as the next result batch (one
+                core, the lowest latency; ``threads`` must be unset or 1).
             experiment: for benchmarks: a :class:`pyarrow_ops.Experiment` (pacing); changes no
                 result.
         """
         options = _options(threads, scheduler, reorder, partitioning, morsel, partitions, reorder_capacity,
-                           max_inflight, slice_us, experiment, fuse, push_down)
+                           max_inflight, slice_us, experiment, fuse, push_down, threading)
         self._last = _run_graph({"result": self}, options, batch_size)["result"]
         return self._last
 
@@ -443,15 +449,20 @@ class Pipeline:
 
 def _options(threads: int | str | None, scheduler: str, reorder: str, partitioning: str, morsel: int | None,
              partitions: int | None, reorder_capacity: int | None, max_inflight: int | None, slice_us: int | None,
-             experiment: Experiment, fuse: bool = True, push_down: bool = True) -> _engine.PipelineOptions:
+             experiment: Experiment, fuse: bool = True, push_down: bool = True,
+             threading: str = "ordered") -> _engine.PipelineOptions:
     """The run options, checked, as the engine's struct (Pipeline.run and run share them)."""
     for name, value, allowed in (("scheduler", scheduler, SCHEDULERS), ("reorder", reorder, REORDERS),
-                                 ("partitioning", partitioning, PARTITIONINGS)):
+                                 ("partitioning", partitioning, PARTITIONINGS), ("threading", threading, THREADINGS)):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
     elastic = threads == "auto"
     if elastic:
         threads = None
+        if threading == "manual":
+            raise ValueError("threads='auto' needs threading='ordered': manual threading runs on the reader's thread")
+    if threading == "manual" and threads not in (None, 1):
+        raise ValueError(f"threading='manual' runs on the reader's thread alone; threads must be None or 1, got {threads!r}")
     for name, value in (("threads", threads), ("morsel", morsel), ("partitions", partitions),
                         ("reorder_capacity", reorder_capacity), ("max_inflight", max_inflight),
                         ("slice_us", slice_us)):
@@ -464,7 +475,8 @@ def _options(threads: int | str | None, scheduler: str, reorder: str, partitioni
         threads=threads or 0, scheduler=_engine.Scheduler[scheduler], reorder=_engine.Reorder[reorder],
         partitioning=_engine.Partitioning[partitioning], partitions=partitions or 0, morsel_rows=morsel or 0,
         reorder_capacity=reorder_capacity or 0, max_inflight=max_inflight or 0, slice_us=slice_us or 0,
-        rate=float(experiment.rate), fuse=bool(fuse), push_down=bool(push_down), elastic=elastic)
+        rate=float(experiment.rate), fuse=bool(fuse), push_down=bool(push_down), elastic=elastic,
+        threading=_engine.Threading[threading])
     return options
 
 
@@ -772,7 +784,7 @@ def run(outputs: Mapping[str, Pipeline], threads: int | Literal["auto"] | None =
         reorder: Reorder = "nonblocking", partitioning: Partitioning = "hybrid", *, morsel: int | None = None,
         partitions: int | None = None, reorder_capacity: int | None = None, max_inflight: int | None = None,
         slice_us: int | None = None, batch_size: int = 65536, fuse: bool = True, push_down: bool = True,
-        experiment: Experiment = NO_EXPERIMENT) -> GraphResult:
+        threading: Threading = "ordered", experiment: Experiment = NO_EXPERIMENT) -> GraphResult:
     """Runs a graph of pipelines with several outputs, each named, in one run: a pipeline used by
     several others is computed once and feeds them all (fan-out), and every output equals what a
     sequential run gives. The options are :meth:`Pipeline.run`'s.
@@ -786,7 +798,7 @@ def run(outputs: Mapping[str, Pipeline], threads: int | Literal["auto"] | None =
     ([0, 0, 0, 1], [3, 9])
     """
     options = _options(threads, scheduler, reorder, partitioning, morsel, partitions, reorder_capacity, max_inflight,
-                       slice_us, experiment, fuse, push_down)
+                       slice_us, experiment, fuse, push_down, threading)
     return GraphResult(_run_graph(outputs, options, batch_size))
 
 

@@ -27,6 +27,9 @@ void bind_options(nb::module_& m) {
                             window::AggKind::kLast}) {
     function.value(window::agg_name(k), k);
   }
+  nb::enum_<runtime::Threading>(m, "Threading", "How a run uses threads (runtime/pipeline.h).")
+      .value("ordered", runtime::Threading::kOrdered)
+      .value("manual", runtime::Threading::kManual);
   nb::enum_<runtime::Heuristic>(m, "Scheduler", "The ordered runtime's scheduling heuristics (docs/pipeline.md).")
       .value("ct", runtime::Heuristic::kCT)
       .value("lp", runtime::Heuristic::kLP)
@@ -101,8 +104,9 @@ void bind_options(nb::module_& m) {
           [](runtime::PipelineOptions* self, size_t threads, runtime::Heuristic scheduler, sync::ReorderScheme reorder,
              sync::Partitioning partitioning, size_t partitions, int64_t morsel_rows, size_t reorder_capacity,
              size_t max_inflight, int64_t slice_us, double rate, bool fuse, bool push_down, bool elastic,
-             int64_t elastic_period_ms) {
+             int64_t elastic_period_ms, runtime::Threading threading) {
             new (self) runtime::PipelineOptions();
+            self->threading = threading;
             self->threads = threads;
             self->scheduler = scheduler;
             self->reorder = reorder;
@@ -121,7 +125,8 @@ void bind_options(nb::module_& m) {
           "threads"_a = 0, "scheduler"_a = runtime::Heuristic::kCT, "reorder"_a = sync::ReorderScheme::kNonBlocking,
           "partitioning"_a = sync::Partitioning::kHybrid, "partitions"_a = 0, "morsel_rows"_a = 0,
           "reorder_capacity"_a = 0, "max_inflight"_a = 0, "slice_us"_a = 0, "rate"_a = 0.0, "fuse"_a = true,
-          "push_down"_a = true, "elastic"_a = false, "elastic_period_ms"_a = 0)
+          "push_down"_a = true, "elastic"_a = false, "elastic_period_ms"_a = 0,
+          "threading"_a = runtime::Threading::kOrdered)
       .def_rw("threads", &runtime::PipelineOptions::threads)
       .def_rw("scheduler", &runtime::PipelineOptions::scheduler)
       .def_rw("reorder", &runtime::PipelineOptions::reorder)
@@ -133,7 +138,8 @@ void bind_options(nb::module_& m) {
       .def_rw("rate", &runtime::PipelineOptions::rate)
       .def_rw("fuse", &runtime::PipelineOptions::fuse)
       .def_rw("push_down", &runtime::PipelineOptions::push_down)
-      .def_rw("elastic", &runtime::PipelineOptions::elastic);
+      .def_rw("elastic", &runtime::PipelineOptions::elastic)
+      .def_rw("threading", &runtime::PipelineOptions::threading);
 }
 
 }  // namespace pao::python

@@ -48,7 +48,12 @@ Pipeline::Pipeline(std::unique_ptr<BatchSource> source, std::vector<ops::Operato
     : Pipeline(chain(std::move(source), std::move(ops)), std::move(options)) {}
 
 Pipeline::Pipeline(Graph graph, PipelineOptions options) : options_(std::move(options)) {
-  threads_ = options_.threads != 0 ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
+  manual_ = options_.threading == Threading::kManual;
+  if (manual_ && options_.elastic) throw Error(ErrorKind::kUsage, "an elastic thread level needs the ordered threading");
+  if (manual_ && options_.threads > 1) {
+    throw Error(ErrorKind::kUsage, "manual threading runs on the calling thread alone; threads must be 1 or unset");
+  }
+  threads_ = manual_ ? 1 : options_.threads != 0 ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
   partitions_ = options_.partitions != 0 ? options_.partitions
                 : options_.partitioning == sync::Partitioning::kHybrid ? 64
                                                                        : threads_;
@@ -63,6 +68,7 @@ Pipeline::Pipeline(Graph graph, PipelineOptions options) : options_(std::move(op
   start_ = std::chrono::steady_clock::now();
   ct_window_start_.store(now_ns(), std::memory_order_relaxed);
   level_.store(options_.elastic ? 1 : threads_, std::memory_order_relaxed);
+  if (manual_) return;  // the caller runs everything (pump)
   try {
     workers_.reserve(threads_);
     for (size_t w = 0; w < threads_; ++w) workers_.emplace_back([this, w] { worker_main(w); });
@@ -463,53 +469,57 @@ void Pipeline::ingress_main() {
         work_.wait(work_.value(), std::chrono::microseconds(100));
       }
       if (stop_.load(std::memory_order_relaxed)) return;
-      // Every source holds its next batch; the one that starts earliest goes first, so sources
-      // advance together in time and a union or join of two of them never waits long on one.
-      SourceState* next = nullptr;
-      int64_t next_time = 0;
-      for (auto& src : sources_) {
-        SourceState& s = *src;
-        while (!s.ended && !s.pending) {
-          std::optional<Batch> b = s.source->next();
-          if (!b) {
-            s.ended = true;
-            for (const Edge& e : s.consumers) close_port(e);
-            for (size_t o : s.outputs) close_output(o);
-            s.source.reset();  // released once its end is published, so the release holds nothing back
-          } else if (b->num_rows() > 0) {
-            s.pending = std::move(*b);
-          }
-        }
-        if (!s.pending) continue;
-        int64_t first = 0;
-        if (s.time_index) {
-          const Column& t = s.pending->column(*s.time_index);
-          first = s.pending->schema()->fields[*s.time_index].type.byte_width() == 8 ? t.typed<int64_t>()[0]
-                                                                                  : t.typed<int32_t>()[0];
-        }
-        if (next == nullptr || first < next_time) {
-          next = &s;
-          next_time = first;
-        }
-      }
-      if (next == nullptr) break;  // every source has ended
-      Batch b = std::move(*next->pending);
-      next->pending.reset();
-      const int64_t before = tuples_in_.fetch_add(b.num_rows(), std::memory_order_relaxed);
-      if (options_.rate > 0) {
-        // Release the batch when its first tuple is due at the given rate.
-        const auto due = start_ + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(before) * 1e9 / options_.rate));
-        while (std::chrono::steady_clock::now() < due && !stop_.load(std::memory_order_relaxed)) {
-          std::this_thread::sleep_until(std::min(due, std::chrono::steady_clock::now() + std::chrono::milliseconds(5)));
-        }
-      }
-      link(next->consumers, next->outputs,
-           prepare(next->consumers, next->outputs, std::move(b), 0, INT64_MIN, next));
+      if (!ingress_step()) break;
     }
     wake();
   } catch (...) {
     fail(std::current_exception());
   }
+}
+
+bool Pipeline::ingress_step() {
+  // Every source holds its next batch; the one that starts earliest goes first, so sources
+  // advance together in time and a union or join of two of them never waits long on one.
+  SourceState* next = nullptr;
+  int64_t next_time = 0;
+  for (auto& src : sources_) {
+    SourceState& s = *src;
+    while (!s.ended && !s.pending) {
+      std::optional<Batch> b = s.source->next();
+      if (!b) {
+        s.ended = true;
+        for (const Edge& e : s.consumers) close_port(e);
+        for (size_t o : s.outputs) close_output(o);
+        s.source.reset();  // released once its end is published, so the release holds nothing back
+      } else if (b->num_rows() > 0) {
+        s.pending = std::move(*b);
+      }
+    }
+    if (!s.pending) continue;
+    int64_t first = 0;
+    if (s.time_index) {
+      const Column& t = s.pending->column(*s.time_index);
+      first = s.pending->schema()->fields[*s.time_index].type.byte_width() == 8 ? t.typed<int64_t>()[0]
+                                                                              : t.typed<int32_t>()[0];
+    }
+    if (next == nullptr || first < next_time) {
+      next = &s;
+      next_time = first;
+    }
+  }
+  if (next == nullptr) return false;  // every source has ended
+  Batch b = std::move(*next->pending);
+  next->pending.reset();
+  const int64_t before = tuples_in_.fetch_add(b.num_rows(), std::memory_order_relaxed);
+  if (options_.rate > 0) {
+    // Release the batch when its first tuple is due at the given rate.
+    const auto due = start_ + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(before) * 1e9 / options_.rate));
+    while (std::chrono::steady_clock::now() < due && !stop_.load(std::memory_order_relaxed)) {
+      std::this_thread::sleep_until(std::min(due, std::chrono::steady_clock::now() + std::chrono::milliseconds(5)));
+    }
+  }
+  link(next->consumers, next->outputs, prepare(next->consumers, next->outputs, std::move(b), 0, INT64_MIN, next));
+  return true;
 }
 
 // Runs operator i's finish() once its input is complete and every output has left; links what
@@ -550,37 +560,11 @@ void Pipeline::worker_main(size_t index) {
         work_.wait(seen, std::chrono::milliseconds(1), [&] { return stop_.load(std::memory_order_relaxed); });
         continue;
       }
-      bool finished_any = false;
-      for (size_t i = 0; i < stages_.size(); ++i) finished_any |= try_finish(i);
-      if (stages_finished_.load(std::memory_order_acquire) == stages_.size()) return;
-      uint64_t excluded = 0;
-      bool worked = finished_any;
-      for (;;) {
-        const int i = pick(index, excluded);
-        if (i < 0) break;
-        Stage& st = *stages_[static_cast<size_t>(i)];
-        size_t w = st.workers.load(std::memory_order_relaxed);
-        // Claim a place on the operator; the CAS keeps it within max_parallelism (for a
-        // stateful operator: exclusive, and acq_rel makes this worker see the previous one's
-        // state, released by its fetch_sub below).
-        if (w >= st.max_parallelism || !st.workers.compare_exchange_strong(w, w + 1, std::memory_order_acq_rel)) {
-          continue;
-        }
-        size_t peak = st.peak_workers.load(std::memory_order_relaxed);
-        while (w + 1 > peak && !st.peak_workers.compare_exchange_weak(peak, w + 1, std::memory_order_relaxed)) {
-        }
-        const size_t done = run_stage(static_cast<size_t>(i), index);
-        st.workers.fetch_sub(1, std::memory_order_acq_rel);
-        if (done > 0) {
-          worked = true;
-          break;
-        }
-        excluded |= uint64_t{1} << i;  // admitted work went to others: try the next best
-      }
-      if (worked) {
+      if (worker_step(index)) {
         idle_spins = 0;
         continue;
       }
+      if (stages_finished_.load(std::memory_order_acquire) == stages_.size()) return;
       if (++idle_spins < 64) {
         std::this_thread::yield();
         continue;
@@ -591,6 +575,43 @@ void Pipeline::worker_main(size_t index) {
     }
   } catch (...) {
     fail(std::current_exception());
+  }
+}
+
+bool Pipeline::worker_step(size_t index) {
+  bool worked = false;
+  for (size_t i = 0; i < stages_.size(); ++i) worked |= try_finish(i);
+  if (stages_finished_.load(std::memory_order_acquire) == stages_.size()) return worked;
+  uint64_t excluded = 0;
+  for (;;) {
+    const int i = pick(index, excluded);
+    if (i < 0) break;
+    Stage& st = *stages_[static_cast<size_t>(i)];
+    size_t w = st.workers.load(std::memory_order_relaxed);
+    // Claim a place on the operator; the CAS keeps it within max_parallelism (for a stateful
+    // operator: exclusive, and acq_rel makes this worker see the previous one's state, released
+    // by its fetch_sub below).
+    if (w >= st.max_parallelism || !st.workers.compare_exchange_strong(w, w + 1, std::memory_order_acq_rel)) {
+      continue;
+    }
+    size_t peak = st.peak_workers.load(std::memory_order_relaxed);
+    while (w + 1 > peak && !st.peak_workers.compare_exchange_weak(peak, w + 1, std::memory_order_relaxed)) {
+    }
+    const size_t done = run_stage(static_cast<size_t>(i), index);
+    st.workers.fetch_sub(1, std::memory_order_acq_rel);
+    if (done > 0) return true;
+    excluded |= uint64_t{1} << i;  // admitted work went to others: try the next best
+  }
+  return worked;
+}
+
+bool Pipeline::pump() {
+  try {
+    if (worker_step(0)) return true;
+    return inflight_.load(std::memory_order_relaxed) < static_cast<int64_t>(max_inflight_) && ingress_step();
+  } catch (...) {
+    fail(std::current_exception());
+    return true;
   }
 }
 

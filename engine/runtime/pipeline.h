@@ -61,8 +61,15 @@ namespace pao::runtime {
 // current throughput.
 enum class Heuristic : uint8_t { kQST, kLP, kET, kCT };
 
+// How a run uses threads (issue 30's threading models). kOrdered: the ordered runtime's workers
+// (`threads`, picked by the heuristics) and an ingress thread. kManual: no thread of its own: the
+// thread that asks for a result (next) reads the input and runs the operators itself until one is
+// ready, the same stages, reorder buffers and back-pressure on one core, with the lowest latency.
+enum class Threading : uint8_t { kOrdered, kManual };
+
 struct PipelineOptions {
-  size_t threads = 0;  // workers; 0 = hardware threads
+  Threading threading = Threading::kOrdered;
+  size_t threads = 0;  // workers; 0 = hardware threads (kManual: the caller's alone)
   Heuristic scheduler = Heuristic::kCT;
   sync::ReorderScheme reorder = sync::ReorderScheme::kNonBlocking;
   sync::Partitioning partitioning = sync::Partitioning::kHybrid;
@@ -202,6 +209,15 @@ class Pipeline : public BatchSource {
   void ingress_main();
   void worker_main(size_t index);
   void elastic_main();
+  // One batch of the source that starts earliest, linked to its consumers; false once every
+  // source has ended.
+  bool ingress_step();
+  // One round of a worker: finishes the operators that may finish, then runs the first operator
+  // the scheduler picks that has work for it; true if it did anything.
+  bool worker_step(size_t index);
+  // kManual: one step on the calling thread (the operators first, then the input); true if it
+  // did anything.
+  bool pump();
   int pick(size_t worker, uint64_t excluded);
   size_t run_stage(size_t i, size_t worker);
   size_t step(size_t i, size_t worker);
@@ -276,6 +292,13 @@ class Pipeline : public BatchSource {
   std::thread ingress_;
   std::vector<std::thread> workers_;
   std::once_flag stopped_;
+
+  // Threading::kManual. Readers of different outputs may call next() from several threads at once:
+  // one at a time pumps (pump_mutex_, taken with try_lock; the others wait on out_cv_ and retry),
+  // so the ingress's state stays with one thread at a time, as with the ingress thread.
+  bool manual_ = false;
+  std::mutex pump_mutex_;
+  int64_t next_interrupt_ns_ = 0;  // when the pumping caller next checks for Ctrl-C; under pump_mutex_
 
   // Elastic runs: workers with an index at or above level_ wait; elastic_main sets it.
   std::atomic<size_t> level_{0};

@@ -2,6 +2,7 @@
 // run's error handed to a reader once, and stats().
 #include <algorithm>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "runtime/pipeline.h"
 #include "runtime/pipeline_internal.h"
@@ -35,8 +36,29 @@ void Pipeline::mark_drained(ResultQueue& q, std::unique_lock<std::mutex>& lock) 
   }
 }
 
-// Waits on out_cv_ a while, then lets Ctrl-C through (check_interrupt) without the lock.
+// Waits on out_cv_ a while (kManual: works, on this thread, without the lock, and waits only when
+// nothing moved), then lets Ctrl-C through (check_interrupt) without the lock.
 void Pipeline::wait_for_results(std::unique_lock<std::mutex>& lock) {
+  if (manual_) {
+    lock.unlock();
+    bool moved = false;
+    if (std::unique_lock pumping(pump_mutex_, std::try_to_lock); pumping.owns_lock()) {
+      moved = pump();
+      const int64_t now = now_ns();
+      if (options_.check_interrupt && now >= next_interrupt_ns_) {
+        next_interrupt_ns_ = now + 50'000'000;
+        try {
+          options_.check_interrupt();
+        } catch (...) {
+          fail(std::current_exception());
+        }
+      }
+    }
+    lock.lock();
+    // Nothing to do here: what is missing waits for another output's reader or a live input.
+    if (!moved) out_cv_.wait_for(lock, std::chrono::milliseconds(1));
+    return;
+  }
   out_cv_.wait_for(lock, std::chrono::milliseconds(50));
   if (options_.check_interrupt) {
     lock.unlock();

@@ -30,6 +30,7 @@ CONFIGS = [
     dict(threads=2, scheduler="ct", partitioning="hybrid"),
     dict(threads=2, push_down=False, morsel=2),  # several inputs merged before every operator
     dict(threads="auto", morsel=4),  # elastic: workers above the level wait
+    dict(threading="manual", morsel=3),  # the reader's thread runs everything
 ]
 RUNS = {"configurations": 0}
 
@@ -202,6 +203,28 @@ def test_threads_auto_adapts_the_level_and_keeps_the_result():
     assert p.run(threads=2).stats()["thread_levels"] == []
     with pytest.raises(ValueError, match="threads must be a positive int or None, or 'auto', got 'many'"):
         p.run(threads="many")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through Linux's /proc")
+def test_manual_threading_runs_on_the_readers_thread():
+    """threading="manual": the run starts no thread; reading it runs the operators, and a graph's
+    outputs read in turn equal an ordered run's."""
+    rng = random.Random(11)
+    inputs = _inputs(rng, 2, 20_000, 50, False)
+    clicks = po.Pipeline(inputs, time="ts")
+    graph = {"sessions": clicks.sessionize("k", gap=3).running(["k", "session"], {"n": po.count()}),
+             "big": clicks.filter(col("v") > 10)}
+    ordered = po.run(graph, threads=2).to_arrow()
+    before = len(os.listdir("/proc/self/task"))
+    result = po.run(graph, threading="manual", morsel=256)
+    assert len(os.listdir("/proc/self/task")) == before
+    assert result.to_arrow() == ordered
+    with pytest.raises(ValueError, match="threads must be None or 1, got 2"):
+        clicks.run(threads=2, threading="manual")
+    with pytest.raises(ValueError, match="threads='auto' needs threading='ordered'"):
+        clicks.run(threads="auto", threading="manual")
+    with pytest.raises(ValueError, match="threading must be one of 'ordered', 'manual', got 'dedicated'"):
+        clicks.run(threading="dedicated")
 
 
 def test_result_converts_to_arrow_and_polars_without_copying():
