@@ -33,8 +33,8 @@ REORDERS: tuple[Reorder, ...] = ("nonblocking", "locked")
 """How outputs of concurrent workers are put back in order: ``"nonblocking"`` (the default) never
 makes a worker wait for another; ``"locked"`` is the mutex baseline."""
 Partitioning = Literal["hybrid", "partitioned", "shared"]
-Threading = Literal["ordered", "manual"]
-THREADINGS: tuple[Threading, ...] = ("ordered", "manual")
+Threading = Literal["ordered", "manual", "dedicated"]
+THREADINGS: tuple[Threading, ...] = ("ordered", "manual", "dedicated")
 PARTITIONINGS: tuple[Partitioning, ...] = ("hybrid", "partitioned", "shared")
 """How partitioned operators share work: ``"hybrid"`` (the default; per-partition queues plus a
 master queue, work delegated to the partition's active worker), ``"partitioned"`` (a queue per
@@ -409,7 +409,9 @@ class Pipeline:
             threading: ``"ordered"`` (default): the ordered runtime's workers and an ingress
                 thread; ``"manual"``: no threads of the run's own: the thread that reads the result
                 reads the input and runs the operators itself, as far as the next result batch (one
-                core, the lowest latency; ``threads`` must be unset or 1).
+                core, the lowest latency; ``threads`` must be unset or 1); ``"dedicated"``: a thread
+                per operator (a fused chain is one), each running its operator alone (``threads``
+                must be unset).
             experiment: for benchmarks: a :class:`pyarrow_ops.Experiment` (pacing); changes no
                 result.
         """
@@ -459,10 +461,12 @@ def _options(threads: int | str | None, scheduler: str, reorder: str, partitioni
     elastic = threads == "auto"
     if elastic:
         threads = None
-        if threading == "manual":
-            raise ValueError("threads='auto' needs threading='ordered': manual threading runs on the reader's thread")
+    if threading != "ordered" and elastic:
+        raise ValueError(f"threads='auto' needs threading='ordered', got {threading!r}")
     if threading == "manual" and threads not in (None, 1):
         raise ValueError(f"threading='manual' runs on the reader's thread alone; threads must be None or 1, got {threads!r}")
+    if threading == "dedicated" and threads is not None:
+        raise ValueError(f"threading='dedicated' runs a thread per operator; threads must be None, got {threads!r}")
     for name, value in (("threads", threads), ("morsel", morsel), ("partitions", partitions),
                         ("reorder_capacity", reorder_capacity), ("max_inflight", max_inflight),
                         ("slice_us", slice_us)):

@@ -29,7 +29,8 @@ void bind_options(nb::module_& m) {
   }
   nb::enum_<runtime::Threading>(m, "Threading", "How a run uses threads (runtime/pipeline.h).")
       .value("ordered", runtime::Threading::kOrdered)
-      .value("manual", runtime::Threading::kManual);
+      .value("manual", runtime::Threading::kManual)
+      .value("dedicated", runtime::Threading::kDedicated);
   nb::enum_<runtime::Heuristic>(m, "Scheduler", "The ordered runtime's scheduling heuristics (docs/pipeline.md).")
       .value("ct", runtime::Heuristic::kCT)
       .value("lp", runtime::Heuristic::kLP)

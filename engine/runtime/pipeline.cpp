@@ -49,21 +49,30 @@ Pipeline::Pipeline(std::unique_ptr<BatchSource> source, std::vector<ops::Operato
 
 Pipeline::Pipeline(Graph graph, PipelineOptions options) : options_(std::move(options)) {
   manual_ = options_.threading == Threading::kManual;
-  if (manual_ && options_.elastic) throw Error(ErrorKind::kUsage, "an elastic thread level needs the ordered threading");
+  dedicated_ = options_.threading == Threading::kDedicated;
+  if (options_.elastic && options_.threading != Threading::kOrdered) {
+    throw Error(ErrorKind::kUsage, "an elastic thread level needs the ordered threading");
+  }
   if (manual_ && options_.threads > 1) {
     throw Error(ErrorKind::kUsage, "manual threading runs on the calling thread alone; threads must be 1 or unset");
   }
-  threads_ = manual_ ? 1 : options_.threads != 0 ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
+  if (options_.reorder_capacity == 0) throw Error(ErrorKind::kUsage, "reorder_capacity must be at least 1");
+  graph = key_by_epochs(std::move(graph));
+  if (options_.push_down) graph = push_below_merges(std::move(graph));
+  const Plan p = plan(graph, options_.fuse);
+  Graph fused = apply_fusion(std::move(graph), p);
+  size_t stages = 0;
+  for (const GraphNode& n : fused.nodes) stages += n.op != nullptr;
+  threads_ = manual_ ? 1
+             : dedicated_ ? std::max<size_t>(1, stages)
+             : options_.threads != 0 ? options_.threads
+                                     : std::max(1u, std::thread::hardware_concurrency());
   partitions_ = options_.partitions != 0 ? options_.partitions
                 : options_.partitioning == sync::Partitioning::kHybrid ? 64
                                                                        : threads_;
   morsel_rows_ = options_.morsel_rows;
   max_inflight_ = options_.max_inflight != 0 ? options_.max_inflight : std::max<size_t>(64, 16 * threads_);
-  if (options_.reorder_capacity == 0) throw Error(ErrorKind::kUsage, "reorder_capacity must be at least 1");
-  graph = key_by_epochs(std::move(graph));
-  if (options_.push_down) graph = push_below_merges(std::move(graph));
-  const Plan p = plan(graph, options_.fuse);
-  build(apply_fusion(std::move(graph), p));
+  build(std::move(fused));
 
   start_ = std::chrono::steady_clock::now();
   ct_window_start_.store(now_ns(), std::memory_order_relaxed);
@@ -584,7 +593,12 @@ bool Pipeline::worker_step(size_t index) {
   if (stages_finished_.load(std::memory_order_acquire) == stages_.size()) return worked;
   uint64_t excluded = 0;
   for (;;) {
-    const int i = pick(index, excluded);
+    int i = -1;
+    if (!dedicated_) {
+      i = pick(index, excluded);
+    } else if (const Stage& own = *stages_[index]; excluded == 0 && !own.finished.load(std::memory_order_relaxed) && own.ready()) {
+      i = static_cast<int>(index);  // its own operator, and nothing else
+    }
     if (i < 0) break;
     Stage& st = *stages_[static_cast<size_t>(i)];
     size_t w = st.workers.load(std::memory_order_relaxed);

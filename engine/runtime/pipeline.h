@@ -65,11 +65,13 @@ enum class Heuristic : uint8_t { kQST, kLP, kET, kCT };
 // (`threads`, picked by the heuristics) and an ingress thread. kManual: no thread of its own: the
 // thread that asks for a result (next) reads the input and runs the operators itself until one is
 // ready, the same stages, reorder buffers and back-pressure on one core, with the lowest latency.
-enum class Threading : uint8_t { kOrdered, kManual };
+// kDedicated: a thread per operator (per stage: a fused chain is one), which runs that operator
+// alone, and the ingress thread; pipeline parallelism only, `threads` ignored.
+enum class Threading : uint8_t { kOrdered, kManual, kDedicated };
 
 struct PipelineOptions {
   Threading threading = Threading::kOrdered;
-  size_t threads = 0;  // workers; 0 = hardware threads (kManual: the caller's alone)
+  size_t threads = 0;  // workers; 0 = hardware threads (kManual: the caller's alone; kDedicated: one per stage)
   Heuristic scheduler = Heuristic::kCT;
   sync::ReorderScheme reorder = sync::ReorderScheme::kNonBlocking;
   sync::Partitioning partitioning = sync::Partitioning::kHybrid;
@@ -297,6 +299,7 @@ class Pipeline : public BatchSource {
   // one at a time pumps (pump_mutex_, taken with try_lock; the others wait on out_cv_ and retry),
   // so the ingress's state stays with one thread at a time, as with the ingress thread.
   bool manual_ = false;
+  bool dedicated_ = false;  // Threading::kDedicated: worker i runs stage i alone
   std::mutex pump_mutex_;
   int64_t next_interrupt_ns_ = 0;  // when the pumping caller next checks for Ctrl-C; under pump_mutex_
 

@@ -245,6 +245,12 @@ Rows run(const std::vector<OpSpec>& specs, const std::vector<Batch>& batches, ru
 
 bool same(const Rows& a, const Rows& b) { return a.t == b.t && a.k == b.k && a.v == b.v && a.h == b.h; }
 
+// The threading models and thread counts every random run goes through: the reader's thread alone
+// (manual), the ordered runtime on 1, 2 and 4 workers, and a thread per operator (dedicated).
+const std::pair<runtime::Threading, size_t> kModels[] = {
+    {runtime::Threading::kManual, 1},  {runtime::Threading::kOrdered, 1},   {runtime::Threading::kOrdered, 2},
+    {runtime::Threading::kOrdered, 4}, {runtime::Threading::kDedicated, 0}};
+
 TEST(random_pipelines_equal_the_sequential_run) {
   std::mt19937_64 rng(12345);
   const ops::OpKind kinds[] = {ops::OpKind::kStateless, ops::OpKind::kPartitioned, ops::OpKind::kStateful};
@@ -261,12 +267,11 @@ TEST(random_pipelines_equal_the_sequential_run) {
     const Rows input = random_input(rng, 200 + rng() % 1500, 1 + static_cast<int>(rng() % 40));
     const std::vector<Batch> batches = split(rng, input);
     const Rows expected = sequential(specs, input);
-    // threads 0 here: manual threading (the reader's thread runs everything).
-    for (size_t threads : {0, 1, 2, 4}) {
+    for (const auto& [threading, threads] : kModels) {
       for (int combo = 0; combo < 4; ++combo) {
         runtime::PipelineOptions o;
-        o.threads = std::max<size_t>(threads, 1);
-        if (threads == 0) o.threading = runtime::Threading::kManual;
+        o.threads = threads;
+        o.threading = threading;
         o.scheduler = hs[(trial + combo) % 4];
         o.reorder = combo % 2 ? sync::ReorderScheme::kLocked : sync::ReorderScheme::kNonBlocking;
         o.partitioning = ps[(trial + combo) % 3];
@@ -274,7 +279,8 @@ TEST(random_pipelines_equal_the_sequential_run) {
         o.reorder_capacity = combo == 0 ? 2 : 64;
         o.max_inflight = combo == 0 ? 4 : 0;
         o.partitions = combo == 3 ? 3 : 0;
-        o.elastic = combo == 2 && threads > 0;  // workers parked and woken as the level moves, every millisecond
+        // Workers parked and woken as the level moves, every millisecond.
+        o.elastic = combo == 2 && threading == runtime::Threading::kOrdered;
         o.elastic_period = std::chrono::milliseconds(1);
         const Rows got = run(specs, batches, o);
         ++configs;
@@ -475,7 +481,7 @@ TEST(random_graphs_equal_the_sequential_run) {
       u_batches.push_back(u_ref->push(p, make(p == 0 ? a : b), INT64_MAX));
       j_batches.push_back(j_ref->push(p, make(p == 0 ? a : b), INT64_MAX));
     }
-    for (size_t threads : {0, 1, 2, 4}) {  // 0: manual threading
+    for (const auto& [threading, threads] : kModels) {
       for (int combo = 0; combo < 3; ++combo) {
         runtime::Graph g;
         g.time = "t";
@@ -487,8 +493,8 @@ TEST(random_graphs_equal_the_sequential_run) {
         g.nodes.push_back({ops::make_interval_join(tkvh(), tkvh(), "t", {"k"}, -1, 1, ops::JoinHow::kLeft), {1, 2}, 0});
         g.outputs = {1, 3, 4};
         runtime::PipelineOptions o;
-        o.threads = std::max<size_t>(threads, 1);
-        if (threads == 0) o.threading = runtime::Threading::kManual;
+        o.threads = threads;
+        o.threading = threading;
         o.scheduler = hs[(trial + combo) % 4];
         o.morsel_rows = combo == 0 ? 1 : combo == 1 ? 7 : 0;
         o.max_inflight = combo == 0 ? 8 : 0;
@@ -513,7 +519,7 @@ TEST(random_graphs_equal_the_sequential_run) {
       }
     }
   }
-  CHECK_EQ(configs, 8 * 4 * 3);
+  CHECK_EQ(configs, 8 * 5 * 3);
 }
 
 // Operators below the merge (runtime/planner.h, push_below_merges): a merge of several inputs

@@ -31,6 +31,7 @@ CONFIGS = [
     dict(threads=2, push_down=False, morsel=2),  # several inputs merged before every operator
     dict(threads="auto", morsel=4),  # elastic: workers above the level wait
     dict(threading="manual", morsel=3),  # the reader's thread runs everything
+    dict(threading="dedicated", morsel=5),  # a thread per operator
 ]
 RUNS = {"configurations": 0}
 
@@ -206,9 +207,9 @@ def test_threads_auto_adapts_the_level_and_keeps_the_result():
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through Linux's /proc")
-def test_manual_threading_runs_on_the_readers_thread():
+def test_manual_and_dedicated_threading():
     """threading="manual": the run starts no thread; reading it runs the operators, and a graph's
-    outputs read in turn equal an ordered run's."""
+    outputs equal an ordered run's. threading="dedicated": a thread per operator, the same outputs."""
     rng = random.Random(11)
     inputs = _inputs(rng, 2, 20_000, 50, False)
     clicks = po.Pipeline(inputs, time="ts")
@@ -221,10 +222,15 @@ def test_manual_threading_runs_on_the_readers_thread():
     assert result.to_arrow() == ordered
     with pytest.raises(ValueError, match="threads must be None or 1, got 2"):
         clicks.run(threads=2, threading="manual")
-    with pytest.raises(ValueError, match="threads='auto' needs threading='ordered'"):
+    with pytest.raises(ValueError, match="threads='auto' needs threading='ordered', got 'manual'"):
         clicks.run(threads="auto", threading="manual")
-    with pytest.raises(ValueError, match="threading must be one of 'ordered', 'manual', got 'dedicated'"):
-        clicks.run(threading="dedicated")
+    with pytest.raises(ValueError, match="threads must be None, got 2"):
+        clicks.run(threads=2, threading="dedicated")
+    with pytest.raises(ValueError, match="threading must be one of 'ordered', 'manual', 'dedicated', got 'dynamic'"):
+        clicks.run(threading="dynamic")
+    dedicated = po.run(graph, threading="dedicated")
+    assert dedicated.to_arrow() == ordered
+    assert dedicated.stats()["threads"] == len(dedicated.stats()["operators"])
 
 
 def test_result_converts_to_arrow_and_polars_without_copying():
