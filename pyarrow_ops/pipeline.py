@@ -33,8 +33,8 @@ REORDERS: tuple[Reorder, ...] = ("nonblocking", "locked")
 """How outputs of concurrent workers are put back in order: ``"nonblocking"`` (the default) never
 makes a worker wait for another; ``"locked"`` is the mutex baseline."""
 Partitioning = Literal["hybrid", "partitioned", "shared"]
-Threading = Literal["ordered", "manual", "dedicated"]
-THREADINGS: tuple[Threading, ...] = ("ordered", "manual", "dedicated")
+Threading = Literal["ordered", "manual", "dedicated", "dynamic"]
+THREADINGS: tuple[Threading, ...] = ("ordered", "manual", "dedicated", "dynamic")
 PARTITIONINGS: tuple[Partitioning, ...] = ("hybrid", "partitioned", "shared")
 """How partitioned operators share work: ``"hybrid"`` (the default; per-partition queues plus a
 master queue, work delegated to the partition's active worker), ``"partitioned"`` (a queue per
@@ -411,7 +411,9 @@ class Pipeline:
                 reads the input and runs the operators itself, as far as the next result batch (one
                 core, the lowest latency; ``threads`` must be unset or 1); ``"dedicated"``: a thread
                 per operator (a fused chain is one), each running its operator alone (``threads``
-                must be unset).
+                must be unset); ``"dynamic"``: the IBM Streams scheduler: ``threads`` workers take
+                operators from a lock-free list in least recently used order instead of by
+                ``scheduler``'s heuristic (``threads="auto"`` works with it too).
             experiment: for benchmarks: a :class:`pyarrow_ops.Experiment` (pacing); changes no
                 result.
         """
@@ -461,8 +463,8 @@ def _options(threads: int | str | None, scheduler: str, reorder: str, partitioni
     elastic = threads == "auto"
     if elastic:
         threads = None
-    if threading != "ordered" and elastic:
-        raise ValueError(f"threads='auto' needs threading='ordered', got {threading!r}")
+    if threading in ("manual", "dedicated") and elastic:
+        raise ValueError(f"threads='auto' needs threading='ordered' or 'dynamic', got {threading!r}")
     if threading == "manual" and threads not in (None, 1):
         raise ValueError(f"threading='manual' runs on the reader's thread alone; threads must be None or 1, got {threads!r}")
     if threading == "dedicated" and threads is not None:

@@ -30,7 +30,8 @@ void bind_options(nb::module_& m) {
   nb::enum_<runtime::Threading>(m, "Threading", "How a run uses threads (runtime/pipeline.h).")
       .value("ordered", runtime::Threading::kOrdered)
       .value("manual", runtime::Threading::kManual)
-      .value("dedicated", runtime::Threading::kDedicated);
+      .value("dedicated", runtime::Threading::kDedicated)
+      .value("dynamic", runtime::Threading::kDynamic);
   nb::enum_<runtime::Heuristic>(m, "Scheduler", "The ordered runtime's scheduling heuristics (docs/pipeline.md).")
       .value("ct", runtime::Heuristic::kCT)
       .value("lp", runtime::Heuristic::kLP)

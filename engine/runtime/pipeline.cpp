@@ -50,8 +50,8 @@ Pipeline::Pipeline(std::unique_ptr<BatchSource> source, std::vector<ops::Operato
 Pipeline::Pipeline(Graph graph, PipelineOptions options) : options_(std::move(options)) {
   manual_ = options_.threading == Threading::kManual;
   dedicated_ = options_.threading == Threading::kDedicated;
-  if (options_.elastic && options_.threading != Threading::kOrdered) {
-    throw Error(ErrorKind::kUsage, "an elastic thread level needs the ordered threading");
+  if (options_.elastic && (manual_ || dedicated_)) {
+    throw Error(ErrorKind::kUsage, "an elastic thread level needs the ordered or the dynamic threading");
   }
   if (manual_ && options_.threads > 1) {
     throw Error(ErrorKind::kUsage, "manual threading runs on the calling thread alone; threads must be 1 or unset");
@@ -73,6 +73,7 @@ Pipeline::Pipeline(Graph graph, PipelineOptions options) : options_(std::move(op
   morsel_rows_ = options_.morsel_rows;
   max_inflight_ = options_.max_inflight != 0 ? options_.max_inflight : std::max<size_t>(64, 16 * threads_);
   build(std::move(fused));
+  if (options_.threading == Threading::kDynamic) ports_ = std::make_unique<sync::PortList>(stages_.size());
 
   start_ = std::chrono::steady_clock::now();
   ct_window_start_.store(now_ns(), std::memory_order_relaxed);
@@ -442,6 +443,7 @@ void Pipeline::link_into(const Edge& e, std::vector<Work*>& works) {
     }
   }
   st.enqueued.store(serial, std::memory_order_release);
+  if (ports_) ports_->offer(static_cast<uint32_t>(e.stage));  // after the work: see PortList
 }
 
 void Pipeline::close_port(const Edge& e) {
@@ -578,6 +580,12 @@ void Pipeline::worker_main(size_t index) {
         std::this_thread::yield();
         continue;
       }
+      // Dynamic: before sleeping, list every operator with admitted work, which covers readiness
+      // that changed without a link (a reorder buffer that drained admits more).
+      if (ports_) {
+        for (size_t i = 0; i < stages_.size(); ++i)
+          if (!stages_[i]->finished.load(std::memory_order_relaxed) && stages_[i]->ready()) ports_->offer(static_cast<uint32_t>(i));
+      }
       // Sleep until something changes. The timeout covers what does not wake (try_finish()'s
       // conditions, the consumer freeing room), not a lost wake-up.
       work_.wait(seen, std::chrono::milliseconds(1), [&] { return stop_.load(std::memory_order_relaxed); });
@@ -592,6 +600,7 @@ bool Pipeline::worker_step(size_t index) {
   for (size_t i = 0; i < stages_.size(); ++i) worked |= try_finish(i);
   if (stages_finished_.load(std::memory_order_acquire) == stages_.size()) return worked;
   uint64_t excluded = 0;
+  if (ports_) return dynamic_step(index) || worked;
   for (;;) {
     int i = -1;
     if (!dedicated_) {
@@ -617,6 +626,30 @@ bool Pipeline::worker_step(size_t index) {
     excluded |= uint64_t{1} << i;  // admitted work went to others: try the next best
   }
   return worked;
+}
+
+bool Pipeline::dynamic_step(size_t index) {
+  // At most one pass over the list's length: an operator that cannot be claimed now goes back.
+  for (size_t tries = 0; tries < stages_.size(); ++tries) {
+    const std::optional<uint32_t> taken = ports_->take();
+    if (!taken) return false;
+    Stage& st = *stages_[*taken];
+    // Nothing admitted now: whatever admits more (a link, this operator's own progress) offers it.
+    if (st.finished.load(std::memory_order_relaxed) || !st.ready()) continue;
+    size_t w = st.workers.load(std::memory_order_relaxed);
+    if (w >= st.max_parallelism || !st.workers.compare_exchange_strong(w, w + 1, std::memory_order_acq_rel)) {
+      ports_->offer(*taken);  // busy at its limit (a stateful operator): its turn comes again
+      continue;
+    }
+    size_t peak = st.peak_workers.load(std::memory_order_relaxed);
+    while (w + 1 > peak && !st.peak_workers.compare_exchange_weak(peak, w + 1, std::memory_order_relaxed)) {
+    }
+    const size_t done = run_stage(*taken, index);
+    st.workers.fetch_sub(1, std::memory_order_acq_rel);
+    if (st.ready()) ports_->offer(*taken);  // work left: back at the tail, least recently used first
+    if (done > 0) return true;
+  }
+  return false;
 }
 
 bool Pipeline::pump() {

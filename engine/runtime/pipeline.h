@@ -51,6 +51,7 @@
 #include "core/gather.h"
 #include "ops/multi_input.h"
 #include "ops/operator.h"
+#include "sync/port_list.h"
 #include "sync/queues.h"
 #include "sync/reorder.h"
 #include "sync/wakeup.h"
@@ -66,8 +67,12 @@ enum class Heuristic : uint8_t { kQST, kLP, kET, kCT };
 // thread that asks for a result (next) reads the input and runs the operators itself until one is
 // ready, the same stages, reorder buffers and back-pressure on one core, with the lowest latency.
 // kDedicated: a thread per operator (per stage: a fused chain is one), which runs that operator
-// alone, and the ingress thread; pipeline parallelism only, `threads` ignored.
-enum class Threading : uint8_t { kOrdered, kManual, kDedicated };
+// alone, and the ingress thread; pipeline parallelism only, `threads` ignored. kDynamic: the IBM
+// Streams scheduler's choice instead of the heuristics: `threads` workers take operators from a
+// lock-free free list in least recently used order (sync/port_list.h), an operator is listed
+// when work is linked to it or a worker leaves it with work left, and the decisions happen only
+// there; the operators' own parallelism and the reorder buffers are the ordered runtime's.
+enum class Threading : uint8_t { kOrdered, kManual, kDedicated, kDynamic };
 
 struct PipelineOptions {
   Threading threading = Threading::kOrdered;
@@ -217,6 +222,8 @@ class Pipeline : public BatchSource {
   // One round of a worker: finishes the operators that may finish, then runs the first operator
   // the scheduler picks that has work for it; true if it did anything.
   bool worker_step(size_t index);
+  // kDynamic's choice in worker_step: the least recently used listed operator that has work.
+  bool dynamic_step(size_t index);
   // kManual: one step on the calling thread (the operators first, then the input); true if it
   // did anything.
   bool pump();
@@ -300,6 +307,7 @@ class Pipeline : public BatchSource {
   // so the ingress's state stays with one thread at a time, as with the ingress thread.
   bool manual_ = false;
   bool dedicated_ = false;  // Threading::kDedicated: worker i runs stage i alone
+  std::unique_ptr<sync::PortList> ports_;  // Threading::kDynamic: the stages that may have work
   std::mutex pump_mutex_;
   int64_t next_interrupt_ns_ = 0;  // when the pumping caller next checks for Ctrl-C; under pump_mutex_
 

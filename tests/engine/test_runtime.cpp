@@ -246,10 +246,12 @@ Rows run(const std::vector<OpSpec>& specs, const std::vector<Batch>& batches, ru
 bool same(const Rows& a, const Rows& b) { return a.t == b.t && a.k == b.k && a.v == b.v && a.h == b.h; }
 
 // The threading models and thread counts every random run goes through: the reader's thread alone
-// (manual), the ordered runtime on 1, 2 and 4 workers, and a thread per operator (dedicated).
+// (manual), the ordered runtime on 1, 2 and 4 workers, a thread per operator (dedicated), and the
+// free-list scheduler on 1 and 3 (dynamic).
 const std::pair<runtime::Threading, size_t> kModels[] = {
-    {runtime::Threading::kManual, 1},  {runtime::Threading::kOrdered, 1},   {runtime::Threading::kOrdered, 2},
-    {runtime::Threading::kOrdered, 4}, {runtime::Threading::kDedicated, 0}};
+    {runtime::Threading::kManual, 1},    {runtime::Threading::kOrdered, 1}, {runtime::Threading::kOrdered, 2},
+    {runtime::Threading::kOrdered, 4},   {runtime::Threading::kDedicated, 0}, {runtime::Threading::kDynamic, 1},
+    {runtime::Threading::kDynamic, 3}};
 
 TEST(random_pipelines_equal_the_sequential_run) {
   std::mt19937_64 rng(12345);
@@ -280,7 +282,7 @@ TEST(random_pipelines_equal_the_sequential_run) {
         o.max_inflight = combo == 0 ? 4 : 0;
         o.partitions = combo == 3 ? 3 : 0;
         // Workers parked and woken as the level moves, every millisecond.
-        o.elastic = combo == 2 && threading == runtime::Threading::kOrdered;
+        o.elastic = combo == 2 && (threading == runtime::Threading::kOrdered || threading == runtime::Threading::kDynamic);
         o.elastic_period = std::chrono::milliseconds(1);
         const Rows got = run(specs, batches, o);
         ++configs;
@@ -519,7 +521,7 @@ TEST(random_graphs_equal_the_sequential_run) {
       }
     }
   }
-  CHECK_EQ(configs, 8 * 5 * 3);
+  CHECK_EQ(configs, 8 * 7 * 3);
 }
 
 // Operators below the merge (runtime/planner.h, push_below_merges): a merge of several inputs

@@ -1,6 +1,7 @@
 // Stress tests of engine/sync: the ordered runtime's reorder buffers (reorder.h) and partition
-// queues (queues.h), and the fork-join (fork_join.h), driven by threads the way the engine drives
-// them. Meant to run under ThreadSanitizer (make tsan-test) as well as normally: the state the
+// queues (queues.h), the fork-join (fork_join.h) and the dynamic scheduler's free list
+// (port_list.h), driven by threads the way the engine drives them. Meant to run under
+// ThreadSanitizer (make tsan-test) as well as normally: the state the
 // structures promise to hand from thread to thread (a deposited item to the sink, a partition's
 // state from one worker to the next) is plain memory here, so a missing happens-before shows up
 // as a data race, while the checks that must hold in any build (order, exclusivity, exactly once)
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "sync/fork_join.h"
+#include "sync/port_list.h"
 #include "sync/queues.h"
 #include "sync/reorder.h"
 #include "unit.h"
@@ -674,4 +676,52 @@ TEST(fork_join_runs_every_task_once_per_round) {
     pool.run(4, [&](size_t) { ran.fetch_add(1, std::memory_order_relaxed); });
     CHECK_EQ(ran.load(), 4);
   }
+}
+
+// The dynamic scheduler's free list (port_list.h). Threads take ports and offer them back after a
+// "run" that bumps the port's plain counter (the handoff must order it: ThreadSanitizer checks);
+// only the taker offers a port back, so a port has at most one holder at a time; at the end every
+// port is on the list exactly once and the counters add up. Offers of a port already listed are
+// no-ops, and the ring never overflows.
+TEST(port_list_hands_each_port_to_one_thread_at_a_time) {
+  constexpr size_t kPorts = 7;
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 20000;
+  PortList list(kPorts);
+  for (uint32_t p = 0; p < kPorts; ++p) {
+    list.offer(p);
+    list.offer(p);  // already listed: no second entry
+  }
+  std::vector<int64_t> runs(kPorts, 0);  // plain: handed over by the list
+  std::vector<std::atomic<int>> holders(kPorts);
+  std::atomic<int> violations{0};
+  std::atomic<int64_t> total{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      int64_t mine = 0;
+      for (int r = 0; r < kRounds; ++r) {
+        const std::optional<uint32_t> p = list.take();
+        if (!p) {
+          std::this_thread::yield();
+          continue;
+        }
+        if (holders[*p].fetch_add(1, std::memory_order_relaxed) != 0) violations.fetch_add(1, std::memory_order_relaxed);
+        ++runs[*p];
+        ++mine;
+        holders[*p].fetch_sub(1, std::memory_order_relaxed);
+        list.offer(*p);
+      }
+      total.fetch_add(mine, std::memory_order_relaxed);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  CHECK_EQ(violations.load(), 0);
+  std::vector<int> listed(kPorts, 0);
+  while (const std::optional<uint32_t> p = list.take()) ++listed[*p];
+  for (size_t p = 0; p < kPorts; ++p) CHECK_EQ(listed[p], 1);
+  int64_t sum = 0;
+  for (int64_t r : runs) sum += r;
+  CHECK_EQ(sum, total.load());
+  CHECK(sum > 0);
 }

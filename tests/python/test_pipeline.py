@@ -32,6 +32,8 @@ CONFIGS = [
     dict(threads="auto", morsel=4),  # elastic: workers above the level wait
     dict(threading="manual", morsel=3),  # the reader's thread runs everything
     dict(threading="dedicated", morsel=5),  # a thread per operator
+    dict(threading="dynamic", threads=3, morsel=6),  # the free-list scheduler
+    dict(threading="dynamic", threads="auto", morsel=2),
 ]
 RUNS = {"configurations": 0}
 
@@ -207,9 +209,10 @@ def test_threads_auto_adapts_the_level_and_keeps_the_result():
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through Linux's /proc")
-def test_manual_and_dedicated_threading():
+def test_threading_models():
     """threading="manual": the run starts no thread; reading it runs the operators, and a graph's
-    outputs equal an ordered run's. threading="dedicated": a thread per operator, the same outputs."""
+    outputs equal an ordered run's. "dedicated" (a thread per operator) and "dynamic" (the free-list
+    scheduler): the same outputs."""
     rng = random.Random(11)
     inputs = _inputs(rng, 2, 20_000, 50, False)
     clicks = po.Pipeline(inputs, time="ts")
@@ -222,12 +225,13 @@ def test_manual_and_dedicated_threading():
     assert result.to_arrow() == ordered
     with pytest.raises(ValueError, match="threads must be None or 1, got 2"):
         clicks.run(threads=2, threading="manual")
-    with pytest.raises(ValueError, match="threads='auto' needs threading='ordered', got 'manual'"):
+    with pytest.raises(ValueError, match="threads='auto' needs threading='ordered' or 'dynamic', got 'manual'"):
         clicks.run(threads="auto", threading="manual")
     with pytest.raises(ValueError, match="threads must be None, got 2"):
         clicks.run(threads=2, threading="dedicated")
-    with pytest.raises(ValueError, match="threading must be one of 'ordered', 'manual', 'dedicated', got 'dynamic'"):
-        clicks.run(threading="dynamic")
+    with pytest.raises(ValueError, match="threading must be one of 'ordered', 'manual', 'dedicated', 'dynamic', got 'x'"):
+        clicks.run(threading="x")
+    assert po.run(graph, threading="dynamic", threads=2).to_arrow() == ordered
     dedicated = po.run(graph, threading="dedicated")
     assert dedicated.to_arrow() == ordered
     assert dedicated.stats()["threads"] == len(dedicated.stats()["operators"])
