@@ -170,7 +170,6 @@ void Pipeline::build(Graph graph) {
     index[i] = stage;
     stages_.push_back(std::move(st));
   }
-  if (stages_.size() > 64) throw Error(ErrorKind::kUsage, "a pipeline runs at most 64 operators");
   if (graph.outputs.empty()) throw Error(ErrorKind::kUsage, "a pipeline needs at least one output");
   for (size_t o = 0; o < graph.outputs.size(); ++o) {
     const size_t node = graph.outputs[o];
@@ -493,12 +492,14 @@ bool Pipeline::ingress_step() {
   // advance together in time and a union or join of two of them never waits long on one.
   SourceState* next = nullptr;
   int64_t next_time = 0;
+  bool ended_now = false;
   for (auto& src : sources_) {
     SourceState& s = *src;
     while (!s.ended && !s.pending) {
       std::optional<Batch> b = s.source->next();
       if (!b) {
         s.ended = true;
+        ended_now = true;
         for (const Edge& e : s.consumers) close_port(e);
         for (size_t o : s.outputs) close_output(o);
         s.source.reset();  // released once its end is published, so the release holds nothing back
@@ -518,7 +519,7 @@ bool Pipeline::ingress_step() {
       next_time = first;
     }
   }
-  if (next == nullptr) return false;  // every source has ended
+  if (next == nullptr) return ended_now;  // every source has ended (false once that is old news)
   Batch b = std::move(*next->pending);
   next->pending.reset();
   const int64_t before = tuples_in_.fetch_add(b.num_rows(), std::memory_order_relaxed);
@@ -599,14 +600,18 @@ bool Pipeline::worker_step(size_t index) {
   bool worked = false;
   for (size_t i = 0; i < stages_.size(); ++i) worked |= try_finish(i);
   if (stages_finished_.load(std::memory_order_acquire) == stages_.size()) return worked;
-  uint64_t excluded = 0;
   if (ports_) return dynamic_step(index) || worked;
+  if (dedicated_) {
+    // Its own operator, and nothing else.
+    if (const Stage& own = *stages_[index]; own.finished.load(std::memory_order_relaxed) || !own.ready()) return worked;
+  }
+  std::vector<uint64_t> excluded((stages_.size() + 63) / 64, 0);
   for (;;) {
     int i = -1;
     if (!dedicated_) {
       i = pick(index, excluded);
-    } else if (const Stage& own = *stages_[index]; excluded == 0 && !own.finished.load(std::memory_order_relaxed) && own.ready()) {
-      i = static_cast<int>(index);  // its own operator, and nothing else
+    } else if ((excluded[index >> 6] >> (index & 63) & 1) == 0) {
+      i = static_cast<int>(index);
     }
     if (i < 0) break;
     Stage& st = *stages_[static_cast<size_t>(i)];
@@ -623,7 +628,7 @@ bool Pipeline::worker_step(size_t index) {
     const size_t done = run_stage(static_cast<size_t>(i), index);
     st.workers.fetch_sub(1, std::memory_order_acq_rel);
     if (done > 0) return true;
-    excluded |= uint64_t{1} << i;  // admitted work went to others: try the next best
+    excluded[static_cast<size_t>(i) >> 6] |= uint64_t{1} << (i & 63);  // admitted work went to others: try the next best
   }
   return worked;
 }

@@ -216,8 +216,8 @@ class Pipeline : public BatchSource {
   void ingress_main();
   void worker_main(size_t index);
   void elastic_main();
-  // One batch of the source that starts earliest, linked to its consumers; false once every
-  // source has ended.
+  // One batch of the source that starts earliest, linked to its consumers (or the ends of the
+  // sources that ended now, closed); false once every source had ended before the call.
   bool ingress_step();
   // One round of a worker: finishes the operators that may finish, then runs the first operator
   // the scheduler picks that has work for it; true if it did anything.
@@ -227,7 +227,8 @@ class Pipeline : public BatchSource {
   // kManual: one step on the calling thread (the operators first, then the input); true if it
   // did anything.
   bool pump();
-  int pick(size_t worker, uint64_t excluded);
+  // `excluded`: a bit per stage (64 to a word) the caller tried already this round.
+  int pick(size_t worker, const std::vector<uint64_t>& excluded);
   size_t run_stage(size_t i, size_t worker);
   size_t step(size_t i, size_t worker);
   void complete(size_t i, Work* w, Batch out, int64_t bound, std::shared_ptr<const GatherPlan> plan = nullptr);

@@ -11,7 +11,7 @@
 namespace pao::runtime {
 
 // The heuristic's choice among the operators this worker could start now; -1 if none.
-int Pipeline::pick(size_t, uint64_t excluded) {
+int Pipeline::pick(size_t, const std::vector<uint64_t>& excluded) {
   const size_t n = stages_.size();
   struct Cand {
     size_t i;
@@ -20,7 +20,7 @@ int Pipeline::pick(size_t, uint64_t excluded) {
     int64_t queued;
     size_t w;
   };
-  Cand cands[64];
+  std::vector<Cand> cands(n);
   size_t nc = 0;
   double cs_sum = 0.0;
   std::vector<double> cs_out(n);
@@ -37,7 +37,7 @@ int Pipeline::pick(size_t, uint64_t excluded) {
     for (size_t p : st.producer_stages) cs_in += cs_out[p];
     cs_out[i] = cs_in * sel;
     cs_sum += cs_out[i];
-    if (i < 64 && (excluded >> i & 1) == 0 && !st.finished.load(std::memory_order_relaxed) &&
+    if ((excluded[i >> 6] >> (i & 63) & 1) == 0 && !st.finished.load(std::memory_order_relaxed) &&
         st.workers.load(std::memory_order_relaxed) < st.max_parallelism && st.ready()) {
       cands[nc++] = {i, c, cs_in, st.queued_rows.load(std::memory_order_relaxed),
                      st.workers.load(std::memory_order_relaxed)};

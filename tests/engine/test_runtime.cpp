@@ -327,6 +327,27 @@ TEST(elastic_runs_equal_the_sequential_run_and_report_their_levels) {
   }
 }
 
+// A run of more stages than a 64-bit mask has bits (100 stateful and partitioned operators, none
+// fused) under every threading model equals the sequential run.
+TEST(more_than_64_operators_run_under_every_model) {
+  std::mt19937_64 rng(64);
+  std::vector<OpSpec> specs;
+  for (int i = 0; i < 100; ++i) {
+    specs.push_back({i % 2 ? ops::OpKind::kStateful : ops::OpKind::kPartitioned,
+                     i % 3 ? ops::Selectivity::kExactlyOne : ops::Selectivity::kAtMostOne, 0});
+  }
+  const Rows input = random_input(rng, 400, 9);
+  const std::vector<Batch> batches = split(rng, input);
+  const Rows expected = sequential(specs, input);
+  for (const auto& [threading, threads] : kModels) {
+    runtime::PipelineOptions o;
+    o.threads = threads;
+    o.threading = threading;
+    o.morsel_rows = 16;
+    CHECK(same(run(specs, batches, o), expected));
+  }
+}
+
 TEST(an_operator_error_fails_the_run_and_stops_every_thread) {
   struct Boom final : ops::Operator {
     std::shared_ptr<const Schema> s = tkvh();

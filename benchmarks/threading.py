@@ -1,0 +1,149 @@
+"""The IBM Streams paper's graph shapes (its Figures 9 and 10, scaled to a small machine) under every
+threading model, in interleaved rounds, printed as markdown.
+
+    python -m benchmarks.threading [--rows 20000] [--depth 100] [--width 10] [--costs 0,1] [--threads 1,2]
+        [--repeat 2] [--shapes pipeline,parallel,mix]
+
+Operators are stateless parametric ones (``experimental_parametric``: a hash of the tuple plus
+``cost`` microseconds of spinning per tuple), and nothing is fused (``fuse=False``), so each is a
+stage of its own, as each is a port of its own in the paper:
+
+  pipeline   ``depth`` operators in a chain (the paper: 1,000)
+  parallel   one operator that every worker runs at once: our data parallelism is inside an operator
+             (the paper: a region of width 1,000, each replica a port; docs/architecture.md says how
+             the two schedulers divide the work), over ``depth`` times the rows (at most 5M), so
+             that it does about the pipeline's work
+  mix        ``width`` branches of the source, each a chain of ``depth / width`` operators, then a
+             union (the paper: width 10 x depth 100)
+
+Contenders: ``threading="manual"``, ``"dedicated"`` (a thread per stage), the ordered runtime
+(``"ordered"``, CT) and ``"dynamic"`` (the free list) at each of ``--threads`` and with
+``threads="auto"``. Throughput is input tuples per second of the best round; every output is
+checked equal to the first contender's. Then, per shape and cost: auto against the best fixed
+thread count of its model, dynamic against manual and dedicated, and the wall time per tuple per
+operator at one worker (ordered and dynamic: the scheduler's overhead next to the operators' work).
+Only figures of one run compare: the machine's speed is its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time as clock
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+
+import pyarrow_ops as po
+
+
+def source(rows: int, seed: int = 3) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return pa.table({"ts": np.arange(rows, dtype=np.int64), "k": rng.integers(0, 1000, rows),
+                     "v": rng.random(rows)})
+
+
+def shapes(rows: int, depth: int, width: int, cost: float
+           ) -> dict[str, tuple[Callable[[], dict[str, po.Pipeline]], int, int]]:
+    """Per shape: a function making its outputs, how many operators it runs, and its input rows."""
+    table = source(rows)
+    wide = source(min(rows * depth, 5_000_000))
+
+    def op(p: po.Pipeline) -> po.Pipeline:
+        return p.experimental_parametric("stateless", cost_us=cost)
+
+    def pipeline():
+        p = po.Pipeline(table, time="ts")
+        for _ in range(depth):
+            p = op(p)
+        return {"out": p}
+
+    def parallel():
+        return {"out": op(po.Pipeline(wide, time="ts"))}
+
+    def mix():
+        src = po.Pipeline(table, time="ts")
+        branches = []
+        for _ in range(width):
+            p = src
+            for _ in range(max(1, depth // width)):
+                p = op(p)
+            branches.append(p)
+        return {"out": po.union(*branches)}
+
+    return {"pipeline": (pipeline, depth, rows), "parallel": (parallel, 1, wide.num_rows),
+            "mix": (mix, width * max(1, depth // width) + 1, rows)}
+
+
+def contenders(threads: list[int]) -> dict[str, dict]:
+    out: dict[str, dict] = {"manual": {"threading": "manual"}, "dedicated": {"threading": "dedicated"}}
+    for model in ("ordered", "dynamic"):
+        for t in threads:
+            out[f"{model} {t}"] = {"threading": model, "threads": t}
+        out[f"{model} auto"] = {"threading": model, "threads": "auto"}
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--depth", type=int, default=100)
+    parser.add_argument("--width", type=int, default=10)
+    parser.add_argument("--costs", default="0,1", help="comma-separated microseconds per tuple and operator")
+    parser.add_argument("--threads", default="1,2", help="comma-separated fixed thread counts")
+    parser.add_argument("--repeat", type=int, default=2, help="interleaved rounds; each contender's best counts")
+    parser.add_argument("--shapes", default="pipeline,parallel,mix")
+    args = parser.parse_args(argv)
+    threads = [int(t) for t in args.threads.split(",")]
+    costs = [float(c) for c in args.costs.split(",")]
+    chosen = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    runs = contenders(threads)
+    print(f"# Threading models on the paper's shapes: {args.rows:,} tuples, depth {args.depth}, width {args.width}, "
+          f"best of {args.repeat} interleaved rounds, {os.cpu_count()} cores\n")
+    print("Input tuples per second (M):\n")
+    print("| shape | cost us | operators | rows | " + " | ".join(runs) + " |")
+    print("|---|---:|---:|---:|" + "---:|" * len(runs))
+    verdicts = []
+    for cost in costs:
+        made = shapes(args.rows, args.depth, args.width, cost)
+        for name in chosen:
+            build, operators, rows = made[name]
+            best = {c: float("inf") for c in runs}
+            levels: dict[str, list[int]] = {}
+            reference = None
+            for _ in range(args.repeat):
+                for c, options in runs.items():
+                    outputs = build()
+                    start = clock.perf_counter()
+                    result = po.run(outputs, fuse=False, **options)
+                    tables = result.to_arrow()
+                    best[c] = min(best[c], clock.perf_counter() - start)
+                    if options.get("threads") == "auto":
+                        levels[c] = [lv["threads"] for lv in result.stats()["thread_levels"]]
+                    if reference is None:
+                        reference = tables
+                    else:
+                        assert all(t.equals(reference[k]) for k, t in tables.items()), f"{name}: {c} differs"
+            rate = {c: rows / best[c] for c in runs}
+            print(f"| {name} | {cost:g} | {operators} | {rows:,} | " +
+                  " | ".join(f"{rate[c] / 1e6:.3f}" for c in runs) + " |", flush=True)
+            for model in ("ordered", "dynamic"):
+                fixed = max(rate[f"{model} {t}"] for t in threads)
+                verdicts.append(f"- {name}, cost {cost:g}: {model} auto / best fixed {model} = "
+                                f"{rate[f'{model} auto'] / fixed:.2f} (levels over the best round's run: "
+                                f"{levels.get(f'{model} auto', [])})")
+            dyn = max(rate[f"dynamic {t}"] for t in threads)
+            verdicts.append(f"- {name}, cost {cost:g}: best dynamic / manual = {dyn / rate['manual']:.2f}, "
+                            f"/ dedicated = {dyn / rate['dedicated']:.2f}")
+            for model in ("ordered", "dynamic"):
+                if 1 in threads:
+                    ns = best[f"{model} 1"] * 1e9 / (rows * operators)
+                    verdicts.append(f"- {name}, cost {cost:g}: {model} at 1 worker, wall ns per tuple per operator "
+                                    f"{ns:.1f}")
+    print("\nEvery output was checked equal to the first contender's.\n")
+    print("\n".join(verdicts))
+
+
+if __name__ == "__main__":
+    main()
