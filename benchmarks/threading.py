@@ -118,9 +118,10 @@ def main(argv: list[str] | None = None) -> None:
                     start = clock.perf_counter()
                     result = po.run(outputs, fuse=False, **options)
                     tables = result.to_arrow()
-                    best[c] = min(best[c], clock.perf_counter() - start)
-                    if options.get("threads") == "auto":
+                    elapsed = clock.perf_counter() - start
+                    if options.get("threads") == "auto" and elapsed < best[c]:
                         levels[c] = [lv["threads"] for lv in result.stats()["thread_levels"]]
+                    best[c] = min(best[c], elapsed)
                     if reference is None:
                         reference = tables
                     else:
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
             for model in ("ordered", "dynamic"):
                 fixed = max(rate[f"{model} {t}"] for t in threads)
                 verdicts.append(f"- {name}, cost {cost:g}: {model} auto / best fixed {model} = "
-                                f"{rate[f'{model} auto'] / fixed:.2f} (levels over the best round's run: "
+                                f"{rate[f'{model} auto'] / fixed:.2f} (levels, best round: "
                                 f"{levels.get(f'{model} auto', [])})")
             dyn = max(rate[f"dynamic {t}"] for t in threads)
             verdicts.append(f"- {name}, cost {cost:g}: best dynamic / manual = {dyn / rate['manual']:.2f}, "

@@ -649,6 +649,9 @@ bool Pipeline::dynamic_step(size_t index) {
     size_t peak = st.peak_workers.load(std::memory_order_relaxed);
     while (w + 1 > peak && !st.peak_workers.compare_exchange_weak(peak, w + 1, std::memory_order_relaxed)) {
     }
+    // Room for another worker and more work: listed again at once, so another worker can join
+    // (our intra-operator parallelism; the paper's port takes one thread at a time).
+    if (w + 1 < st.max_parallelism && st.ready()) ports_->offer(*taken);
     const size_t done = run_stage(*taken, index);
     st.workers.fetch_sub(1, std::memory_order_acq_rel);
     if (st.ready()) ports_->offer(*taken);  // work left: back at the tail, least recently used first
