@@ -154,7 +154,8 @@ class TestOp final : public ops::Operator {
       for (int x = 0; x < c; ++x) {
         out.t.push_back(r.t[i]);
         out.k.push_back(r.k[i]);
-        out.v.push_back(r.v[i] * 3 + 1 + x);
+        // Wraps (in uint64) rather than overflowing: a chain of 100 operators triples v 100 times.
+        out.v.push_back(static_cast<int64_t>(static_cast<uint64_t>(r.v[i]) * 3 + 1 + static_cast<uint64_t>(x)));
         out.h.push_back(static_cast<int64_t>(h));
         src.push_back(static_cast<int64_t>(i));
       }
