@@ -309,7 +309,6 @@ class Running final : public AppendingOperator<RunningPart> {
       : AppendingOperator(input, find_keys(*input, keys, "running")),
         key_names_(std::move(keys)),
         specs_(std::move(aggs)),
-        time_name_(time),
         time_(order_time(*input_, time, "running")),
         epoch_name_(std::move(epoch)) {
     if (specs_.empty()) throw Error(ErrorKind::kInvalidInput, "running: needs at least one aggregate");
@@ -406,7 +405,6 @@ class Running final : public AppendingOperator<RunningPart> {
 
   std::vector<std::string> key_names_;
   std::vector<window::AggSpec> specs_;
-  std::string time_name_;
   std::optional<TimeColumn> time_;
   std::string epoch_name_;           // empty unless keyed by epoch
   std::optional<size_t> epoch_;      // its column

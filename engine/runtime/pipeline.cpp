@@ -603,34 +603,40 @@ bool Pipeline::worker_step(size_t index) {
   if (ports_) return dynamic_step(index) || worked;
   if (dedicated_) {
     // Its own operator, and nothing else.
-    if (const Stage& own = *stages_[index]; own.finished.load(std::memory_order_relaxed) || !own.ready()) return worked;
+    const Stage& own = *stages_[index];
+    if (own.finished.load(std::memory_order_relaxed) || !own.ready()) return worked;
+    return run_claimed(index, index) > 0 || worked;
   }
   std::vector<uint64_t> excluded((stages_.size() + 63) / 64, 0);
   for (;;) {
-    int i = -1;
-    if (!dedicated_) {
-      i = pick(index, excluded);
-    } else if ((excluded[index >> 6] >> (index & 63) & 1) == 0) {
-      i = static_cast<int>(index);
-    }
+    const int i = pick(index, excluded);
     if (i < 0) break;
-    Stage& st = *stages_[static_cast<size_t>(i)];
-    size_t w = st.workers.load(std::memory_order_relaxed);
-    // Claim a place on the operator; the CAS keeps it within max_parallelism (for a stateful
-    // operator: exclusive, and acq_rel makes this worker see the previous one's state, released
-    // by its fetch_sub below).
-    if (w >= st.max_parallelism || !st.workers.compare_exchange_strong(w, w + 1, std::memory_order_acq_rel)) {
-      continue;
-    }
-    size_t peak = st.peak_workers.load(std::memory_order_relaxed);
-    while (w + 1 > peak && !st.peak_workers.compare_exchange_weak(peak, w + 1, std::memory_order_relaxed)) {
-    }
-    const size_t done = run_stage(static_cast<size_t>(i), index);
-    st.workers.fetch_sub(1, std::memory_order_acq_rel);
+    const size_t done = run_claimed(static_cast<size_t>(i), index);
+    if (done == kNotClaimed) continue;
     if (done > 0) return true;
     excluded[static_cast<size_t>(i) >> 6] |= uint64_t{1} << (i & 63);  // admitted work went to others: try the next best
   }
   return worked;
+}
+
+size_t Pipeline::run_claimed(size_t i, size_t worker, bool share) {
+  Stage& st = *stages_[i];
+  size_t w = st.workers.load(std::memory_order_relaxed);
+  // Claim a place on the operator; the CAS keeps it within max_parallelism (for a stateful
+  // operator: exclusive, and acq_rel makes this worker see the previous one's state, released
+  // by its fetch_sub below).
+  if (w >= st.max_parallelism || !st.workers.compare_exchange_strong(w, w + 1, std::memory_order_acq_rel)) {
+    return kNotClaimed;
+  }
+  size_t peak = st.peak_workers.load(std::memory_order_relaxed);
+  while (w + 1 > peak && !st.peak_workers.compare_exchange_weak(peak, w + 1, std::memory_order_relaxed)) {
+  }
+  // Dynamic, with room for another worker and more work: listed again at once, so another worker
+  // can join (our intra-operator parallelism; the paper's port takes one thread at a time).
+  if (share && w + 1 < st.max_parallelism && st.ready()) ports_->offer(static_cast<uint32_t>(i));
+  const size_t done = run_stage(i, worker);
+  st.workers.fetch_sub(1, std::memory_order_acq_rel);
+  return done;
 }
 
 bool Pipeline::dynamic_step(size_t index) {
@@ -641,21 +647,11 @@ bool Pipeline::dynamic_step(size_t index) {
     Stage& st = *stages_[*taken];
     // Nothing admitted now: whatever admits more (a link, this operator's own progress) offers it.
     if (st.finished.load(std::memory_order_relaxed) || !st.ready()) continue;
-    size_t w = st.workers.load(std::memory_order_relaxed);
-    if (w >= st.max_parallelism || !st.workers.compare_exchange_strong(w, w + 1, std::memory_order_acq_rel)) {
-      ports_->offer(*taken);  // busy at its limit (a stateful operator): its turn comes again
-      continue;
-    }
-    size_t peak = st.peak_workers.load(std::memory_order_relaxed);
-    while (w + 1 > peak && !st.peak_workers.compare_exchange_weak(peak, w + 1, std::memory_order_relaxed)) {
-    }
-    // Room for another worker and more work: listed again at once, so another worker can join
-    // (our intra-operator parallelism; the paper's port takes one thread at a time).
-    if (w + 1 < st.max_parallelism && st.ready()) ports_->offer(*taken);
-    const size_t done = run_stage(*taken, index);
-    st.workers.fetch_sub(1, std::memory_order_acq_rel);
-    if (st.ready()) ports_->offer(*taken);  // work left: back at the tail, least recently used first
-    if (done > 0) return true;
+    const size_t done = run_claimed(*taken, index, /*share=*/true);
+    // Busy at its limit (a stateful operator), or work left: back at the tail, least recently
+    // used first.
+    if (done == kNotClaimed || st.ready()) ports_->offer(*taken);
+    if (done != kNotClaimed && done > 0) return true;
   }
   return false;
 }

@@ -224,6 +224,10 @@ class Pipeline : public BatchSource {
   bool worker_step(size_t index);
   // kDynamic's choice in worker_step: the least recently used listed operator that has work.
   bool dynamic_step(size_t index);
+  // Claims a place on stage i (within its max_parallelism) and runs it (run_stage); the items run,
+  // or kNotClaimed. `share` (kDynamic): lists the stage again first if another worker may join.
+  static constexpr size_t kNotClaimed = SIZE_MAX;
+  size_t run_claimed(size_t i, size_t worker, bool share = false);
   // kManual: one step on the calling thread (the operators first, then the input); true if it
   // did anything.
   bool pump();
