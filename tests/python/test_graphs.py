@@ -99,7 +99,7 @@ class _Both:
                 right = [x for x in qcols if x != "k"]
                 names = cols + [x + "_right" if x in cols else x for x in right]
                 self.nodes.append((p.join_asof(q, by="k", tolerance=tolerance), self.ref.join_asof(r, rq, "k", tolerance), names))
-            else:
+            elif "price" not in cols:  # a second tariff table would rename its price, which the names here do not model
                 table = pa.table({"k": pa.array([rng.randrange(4) for _ in range(5)], pa.int64()),
                                   "price": pa.array([rng.randrange(100) for _ in range(5)], pa.int64())})
                 self.nodes.append((p.join_asof(table, by="k"), self.ref.join_asof(r, table, "k"), cols + ["price"]))
