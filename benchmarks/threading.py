@@ -2,7 +2,8 @@
 threading model, in interleaved rounds, printed as markdown.
 
     python -m benchmarks.threading [--rows 20000] [--depth 100] [--width 10] [--costs 0,1] [--threads 1,2]
-        [--repeat 2] [--shapes pipeline,parallel,mix]
+        [--repeat 2] [--shapes pipeline,parallel,mix] [--only "dynamic auto,ordered auto"]
+        [--trace levels.json] [--plot DIR]
 
 Operators are stateless parametric ones (``experimental_parametric``: a hash of the tuple plus
 ``cost`` microseconds of spinning per tuple), and nothing is fused (``fuse=False``), so each is a
@@ -22,12 +23,15 @@ Contenders: ``threading="manual"``, ``"dedicated"`` (a thread per stage), the or
 checked equal to the first contender's. Then, per shape and cost: auto against the best fixed
 thread count of its model, dynamic against manual and dedicated, and the wall time per tuple per
 operator at one worker (ordered and dynamic: the scheduler's overhead next to the operators' work).
-Only figures of one run compare: the machine's speed is its own.
+``--trace`` writes the elastic contenders' levels over time (their best round's ``thread_levels``)
+as JSON, keyed "shape, cost, contender"; ``--plot DIR`` draws each as a PNG (``po.plot_thread_levels``,
+the paper's Figure 11). Only figures of one run compare: the machine's speed is its own.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time as clock
 from collections.abc import Callable
@@ -94,11 +98,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", default="1,2", help="comma-separated fixed thread counts")
     parser.add_argument("--repeat", type=int, default=2, help="interleaved rounds; each contender's best counts")
     parser.add_argument("--shapes", default="pipeline,parallel,mix")
+    parser.add_argument("--only", default=None, help="comma-separated contenders (default all)")
+    parser.add_argument("--trace", default=None, help="a JSON file for the elastic contenders' levels over time")
+    parser.add_argument("--plot", default=None, help="a folder for a PNG per elastic contender, shape and cost")
     args = parser.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
     costs = [float(c) for c in args.costs.split(",")]
     chosen = [s.strip() for s in args.shapes.split(",") if s.strip()]
     runs = contenders(threads)
+    if args.only:
+        wanted = [c.strip() for c in args.only.split(",")]
+        unknown = [c for c in wanted if c not in runs]
+        if unknown:
+            parser.error(f"unknown contenders {unknown}; there are {list(runs)}")
+        runs = {c: runs[c] for c in wanted}
+    traces: dict[str, list[dict]] = {}
     print(f"# Threading models on the paper's shapes: {args.rows:,} tuples, depth {args.depth}, width {args.width}, "
           f"best of {args.repeat} interleaved rounds, {os.cpu_count()} cores\n")
     print("Input tuples per second (M):\n")
@@ -110,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
         for name in chosen:
             build, operators, rows = made[name]
             best = {c: float("inf") for c in runs}
-            levels: dict[str, list[int]] = {}
+            levels: dict[str, list[dict]] = {}
             reference = None
             for _ in range(args.repeat):
                 for c, options in runs.items():
@@ -120,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
                     tables = result.to_arrow()
                     elapsed = clock.perf_counter() - start
                     if options.get("threads") == "auto" and elapsed < best[c]:
-                        levels[c] = [lv["threads"] for lv in result.stats()["thread_levels"]]
+                        levels[c] = result.stats()["thread_levels"]
                     best[c] = min(best[c], elapsed)
                     if reference is None:
                         reference = tables
@@ -129,21 +143,33 @@ def main(argv: list[str] | None = None) -> None:
             rate = {c: rows / best[c] for c in runs}
             print(f"| {name} | {cost:g} | {operators} | {rows:,} | " +
                   " | ".join(f"{rate[c] / 1e6:.3f}" for c in runs) + " |", flush=True)
+            for c, trace in levels.items():
+                traces[f"{name}, cost {cost:g}, {c}"] = trace
             for model in ("ordered", "dynamic"):
-                fixed = max(rate[f"{model} {t}"] for t in threads)
-                verdicts.append(f"- {name}, cost {cost:g}: {model} auto / best fixed {model} = "
-                                f"{rate[f'{model} auto'] / fixed:.2f} (levels, best round: "
-                                f"{levels.get(f'{model} auto', [])})")
-            dyn = max(rate[f"dynamic {t}"] for t in threads)
-            verdicts.append(f"- {name}, cost {cost:g}: best dynamic / manual = {dyn / rate['manual']:.2f}, "
-                            f"/ dedicated = {dyn / rate['dedicated']:.2f}")
+                fixed = [rate[f"{model} {t}"] for t in threads if f"{model} {t}" in rate]
+                if fixed and f"{model} auto" in rate:
+                    verdicts.append(f"- {name}, cost {cost:g}: {model} auto / best fixed {model} = "
+                                    f"{rate[f'{model} auto'] / max(fixed):.2f} (levels, best round: "
+                                    f"{[lv['threads'] for lv in levels.get(f'{model} auto', [])]})")
+            dynamic = [rate[f"dynamic {t}"] for t in threads if f"dynamic {t}" in rate]
+            if dynamic and "manual" in rate and "dedicated" in rate:
+                verdicts.append(f"- {name}, cost {cost:g}: best dynamic / manual = {max(dynamic) / rate['manual']:.2f}, "
+                                f"/ dedicated = {max(dynamic) / rate['dedicated']:.2f}")
             for model in ("ordered", "dynamic"):
-                if 1 in threads:
+                if f"{model} 1" in rate:
                     ns = best[f"{model} 1"] * 1e9 / (rows * operators)
                     verdicts.append(f"- {name}, cost {cost:g}: {model} at 1 worker, wall ns per tuple per operator "
                                     f"{ns:.1f}")
     print("\nEvery output was checked equal to the first contender's.\n")
     print("\n".join(verdicts))
+    if args.trace:
+        with open(args.trace, "w") as f:
+            json.dump(traces, f, indent=1)
+    if args.plot:
+        os.makedirs(args.plot, exist_ok=True)
+        for key, trace in traces.items():
+            name = key.replace(", ", "_").replace(" ", "-")
+            po.plot_thread_levels(trace, os.path.join(args.plot, f"{name}.png"), title=key)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from pyarrow_ops.expr import Expr, col, lit
 from pyarrow_ops.io import Result
 from pyarrow_ops.merge import merge
 from pyarrow_ops.pipeline import GraphResult, LiveInput, Pipeline, PipelineResult, Step, explain, plan, run, union
+from pyarrow_ops.plot import plot_thread_levels
 from pyarrow_ops.windows import Window, sliding, tumbling
 
 __version__ = "0.1.0"
@@ -25,6 +26,6 @@ __all__ = [
     "DESIGNS", "Agg", "AggregateResult", "Design", "Experiment", "Expr", "GraphResult", "LiveAggregate", "LiveInput",
     "Pipeline", "PipelineResult", "Result", "Step", "Window",
     "aggregate", "col", "count", "explain", "first", "last", "lit", "live_aggregate", "max", "mean", "merge", "min",
-    "plan", "run",
+    "plan", "plot_thread_levels", "run",
     "sliding", "sum", "tumbling", "union", *errors.__all__,
 ]

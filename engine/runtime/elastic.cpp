@@ -29,6 +29,7 @@ size_t ElasticLevel::observe(double throughput) {
       }
       now.mean = throughput;
       ++changes_;
+      phase_ = Phase::kSteady;  // the rescaled records guide the search from here
     } else {
       now.mean = options_.smoothing * throughput + (1 - options_.smoothing) * now.mean;
     }
@@ -39,15 +40,52 @@ size_t ElasticLevel::observe(double throughput) {
   strikes_ = 0;
   direction_ = 0;
 
-  // 3: the paper's rules, on the records' means.
-  const bool below = trusted(level_ - 1);
-  const bool above = trusted(level_ + 1);
-  const bool trend_below = below && beats(now.mean, records_[level_ - 1].mean);
-  const bool trend_above = above && beats(records_[level_ + 1].mean, now.mean);
+  // The first search: doubling, then bisecting (see the header).
+  if (phase_ == Phase::kDoubling) {
+    if (level_ == 1 || beats(now.mean, records_[from_].mean)) {
+      if (level_ == options_.max_level) {
+        phase_ = Phase::kSteady;
+        stride_ = std::max<size_t>(1, level_ / 16);
+        return level_;
+      }
+      from_ = level_;
+      level_ = std::min(2 * level_, options_.max_level);
+      return level_;
+    }
+    lo_ = from_;
+    hi_ = level_;
+    return next_probe();
+  }
+  if (phase_ == Phase::kBisecting) {
+    (beats(now.mean, records_[lo_].mean) ? lo_ : hi_) = level_;
+    return next_probe();
+  }
+
+  // 3: the paper's rules, on the records' means, with neighbours `stride_` levels away (with a
+  // stride of 1, exactly the paper's).
+  const size_t lower = level_ > stride_ ? level_ - stride_ : 1;
+  const size_t upper = std::min(level_ + stride_, options_.max_level);
+  const bool below = level_ > 1 && trusted(lower);
+  const bool above = level_ < options_.max_level && trusted(upper);
+  const bool trend_below = below && beats(now.mean, records_[lower].mean);
+  const bool trend_above = above && beats(records_[upper].mean, now.mean);
   if (((trend_below && !above) || trend_above || (level_ == 1 && !above)) && level_ < options_.max_level) {
-    ++level_;
+    level_ = upper;
   } else if (level_ > 1 && (!below || !trend_below)) {
-    --level_;
+    level_ = lower;
+  }
+  return level_;
+}
+
+size_t ElasticLevel::next_probe() {
+  // Finer than the steady rules' stride is finer than they can tell apart.
+  if (hi_ - lo_ <= std::max<size_t>(1, lo_ / 16)) {
+    phase_ = Phase::kSteady;
+    stride_ = std::max<size_t>(1, lo_ / 16);
+    level_ = lo_;
+  } else {
+    phase_ = Phase::kBisecting;
+    level_ = lo_ + (hi_ - lo_) / 2;
   }
   return level_;
 }

@@ -21,6 +21,17 @@
 //  - after a confirmed change the other levels' records are not forgotten but rescaled by the
 //    change's ratio and untrusted: the search starts again (as in the paper) from a curve of the
 //    old shape, and a record is trusted again once its level is measured anew.
+//  - the first search does not climb one thread per period (on 16 cores that took 1.5 s of
+//    100 ms periods, longer than many runs; on the paper's 176 threads, minutes): it doubles the
+//    level while each doubling beats the level it doubled from, then bisects between the last
+//    level that gained and the first that did not (the least level within `sensitivity` of the
+//    best), in O(log cores) periods, and hands over to the rules above at that level, whose
+//    neighbours' records the bisection mostly left trusted;
+//  - the rules' neighbours are `stride` levels away, not one: stride is level / 16 (at least 1)
+//    where the steady rules begin. With one thread more out of 100, even a perfectly scaling
+//    operator gains 1%, under any sensitivity that noise allows, so the paper's rules walk down
+//    from a high level that pays (on a linear curve of 176 levels they settle near 20); a stride
+//    of a sixteenth keeps a linear gain above 6%. Below 16 threads the rules are the paper's.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -56,9 +67,19 @@ class ElasticLevel {
   bool beats(double a, double b) const noexcept { return a > b && a - b > options_.sensitivity * b; }
   bool trusted(size_t level) const noexcept { return level >= 1 && level <= options_.max_level && records_[level].trusted; }
 
+  // After a bisection probe (or a failed doubling): the next probe, or the steady rules at lo_.
+  size_t next_probe();
+
+  enum class Phase : uint8_t { kDoubling, kBisecting, kSteady };
+
   Options options_;
   std::vector<Record> records_;  // by level; [0] unused
   size_t level_ = 1;
+  Phase phase_ = Phase::kDoubling;
+  size_t from_ = 1;  // doubling: the level this one doubled
+  size_t lo_ = 1;    // bisecting: a level that gained over those below it
+  size_t hi_ = 1;    //   and one that did not gain over lo_
+  size_t stride_ = 1;  // steady: the rules' distance to a neighbour
   int strikes_ = 0;      // consecutive measurements off the current level's record, same direction
   int direction_ = 0;    // +1 above the record, -1 below
   double pending_ = 0;   // the first of those measurements

@@ -73,6 +73,7 @@ Pipeline::Pipeline(Graph graph, PipelineOptions options) : options_(std::move(op
   morsel_rows_ = options_.morsel_rows;
   max_inflight_ = options_.max_inflight != 0 ? options_.max_inflight : std::max<size_t>(64, 16 * threads_);
   build(std::move(fused));
+  if (dedicated_) stage_work_ = std::make_unique<sync::Wakeup[]>(stages_.size());
   if (options_.threading == Threading::kDynamic) ports_ = std::make_unique<sync::PortList>(stages_.size());
 
   start_ = std::chrono::steady_clock::now();
@@ -443,6 +444,7 @@ void Pipeline::link_into(const Edge& e, std::vector<Work*>& works) {
   }
   st.enqueued.store(serial, std::memory_order_release);
   if (ports_) ports_->offer(static_cast<uint32_t>(e.stage));  // after the work: see PortList
+  if (stage_work_) stage_work_[e.stage].notify();             // after the work: see Wakeup
 }
 
 void Pipeline::close_port(const Edge& e) {
@@ -460,6 +462,7 @@ void Pipeline::close_port(const Edge& e) {
   if (st.ports_closed.fetch_add(1, std::memory_order_acq_rel) + 1 == st.ports) {
     st.input_closed.store(true, std::memory_order_release);
   }
+  if (stage_work_) stage_work_[e.stage].notify();
   wake();
 }
 
@@ -563,8 +566,10 @@ void Pipeline::worker_main(size_t index) {
   try {
     int idle_spins = 0;
     while (!stop_.load(std::memory_order_relaxed)) {
-      // Read before looking for work, so a wake() that comes after the look keeps us awake.
-      const uint64_t seen = work_.value();
+      // Read before looking for work, so a wake() that comes after the look keeps us awake. A
+      // dedicated worker sleeps on its own stage's wakeup instead.
+      sync::Wakeup& wakeup = stage_work_ ? stage_work_[index] : work_;
+      const uint64_t seen = wakeup.value();
       // Above the elastic level: wait until it rises (elastic_main wakes everyone) or the run
       // ends. Any worker may take any operator and partition, so the running ones lack nothing.
       if (index >= level_.load(std::memory_order_relaxed)) {
@@ -577,6 +582,7 @@ void Pipeline::worker_main(size_t index) {
         continue;
       }
       if (stages_finished_.load(std::memory_order_acquire) == stages_.size()) return;
+      if (dedicated_ && stages_[index]->finished.load(std::memory_order_acquire)) return;  // its stage is done
       if (++idle_spins < 64) {
         std::this_thread::yield();
         continue;
@@ -589,7 +595,7 @@ void Pipeline::worker_main(size_t index) {
       }
       // Sleep until something changes. The timeout covers what does not wake (try_finish()'s
       // conditions, the consumer freeing room), not a lost wake-up.
-      work_.wait(seen, std::chrono::milliseconds(1), [&] { return stop_.load(std::memory_order_relaxed); });
+      wakeup.wait(seen, std::chrono::milliseconds(1), [&] { return stop_.load(std::memory_order_relaxed); });
     }
   } catch (...) {
     fail(std::current_exception());
@@ -597,16 +603,17 @@ void Pipeline::worker_main(size_t index) {
 }
 
 bool Pipeline::worker_step(size_t index) {
-  bool worked = false;
-  for (size_t i = 0; i < stages_.size(); ++i) worked |= try_finish(i);
-  if (stages_finished_.load(std::memory_order_acquire) == stages_.size()) return worked;
-  if (ports_) return dynamic_step(index) || worked;
   if (dedicated_) {
-    // Its own operator, and nothing else.
+    // Its own operator, and nothing else (finishing included: every stage has its worker).
+    bool worked = try_finish(index);
     const Stage& own = *stages_[index];
     if (own.finished.load(std::memory_order_relaxed) || !own.ready()) return worked;
     return run_claimed(index, index) > 0 || worked;
   }
+  bool worked = false;
+  for (size_t i = 0; i < stages_.size(); ++i) worked |= try_finish(i);
+  if (stages_finished_.load(std::memory_order_acquire) == stages_.size()) return worked;
+  if (ports_) return dynamic_step(index) || worked;
   std::vector<uint64_t> excluded((stages_.size() + 63) / 64, 0);
   for (;;) {
     const int i = pick(index, excluded);

@@ -20,3 +20,25 @@ def test_every_shape_prints_its_figures():
     assert all(len(r) == 4 + len(contenders) and all(number(c) > 0 for c in r[3:]) for r in rows)
     assert "checked equal" in out
     assert out.count("auto / best fixed") == 6
+
+
+def test_chosen_contenders_trace_and_plot(tmp_path):
+    """--only runs the contenders named; --trace writes the elastic ones' levels as JSON and --plot
+    draws each as a PNG."""
+    import json
+
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    trace, plots = tmp_path / "levels.json", tmp_path / "plots"
+    out = subprocess.run([sys.executable, "-m", "benchmarks.threading", "--rows", "20000", "--depth", "4",
+                          "--costs", "1", "--shapes", "pipeline", "--only", "ordered 1,dynamic auto", "--repeat", "1",
+                          "--trace", str(trace), "--plot", str(plots)],
+                         capture_output=True, text=True, check=True, timeout=600).stdout
+    assert "| ordered 1 | dynamic auto |" in out
+    levels = json.loads(trace.read_text())
+    assert list(levels) == ["pipeline, cost 1, dynamic auto"]
+    assert all({"at_ns", "threads", "tuples_per_s"} <= set(lv) for lv in levels["pipeline, cost 1, dynamic auto"])
+    assert [p.name for p in plots.iterdir()] == ["pipeline_cost-1_dynamic-auto.png"]
+    bad = subprocess.run([sys.executable, "-m", "benchmarks.threading", "--only", "nobody"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown contenders ['nobody']" in bad.stderr

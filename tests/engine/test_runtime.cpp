@@ -687,8 +687,20 @@ bool holds(const std::vector<size_t>& levels, size_t from, size_t level) {
 TEST(elastic_level_climbs_while_throughput_rises_and_settles_at_the_knee) {
   runtime::ElasticLevel e({.max_level = 16});
   const auto levels = drive(e, 60, [](size_t l, int) { return 10.0 * static_cast<double>(std::min<size_t>(l, 8)); });
-  for (size_t i = 1; i < 8; ++i) CHECK_EQ(levels[i], i + 1);  // one level up per period to the knee
-  CHECK(holds(levels, 12, 8));  // one look above (9, no gain), back to 8, and it stays
+  // Doubling while it gains (1, 2, 4, 8, then 16 gains nothing), bisecting 8..16 (12, 10, 9), then
+  // the paper's rules: one look below (7, a loss), back to 8, and it stays.
+  const std::vector<size_t> first{1, 2, 4, 8, 16, 12, 10, 9, 8, 7, 8};
+  CHECK(std::equal(first.begin(), first.end(), levels.begin()));
+  CHECK(holds(levels, 10, 8));
+  CHECK_EQ(e.changes(), uint64_t{0});
+  // The paper's Xeon (176 threads), throughput rising all the way: the top in 9 periods, not 175;
+  // one look a stride below (165, 6% less), and it stays at the top. With the paper's neighbours
+  // one level away (each 0.6% apart) the rules would walk down to about 20.
+  runtime::ElasticLevel xeon({.max_level = 176});
+  const auto up = drive(xeon, 40, [](size_t l, int) { return static_cast<double>(l); });
+  CHECK_EQ(up[8], size_t{176});
+  CHECK_EQ(up[10], size_t{165});
+  CHECK(holds(up, 11, 176));
   CHECK_EQ(e.changes(), uint64_t{0});
 }
 
@@ -699,7 +711,9 @@ TEST(elastic_level_backs_off_after_a_drop) {
     return l <= 4 ? 10.0 * static_cast<double>(l) : 40.0 - 5.0 * static_cast<double>(l - 4);
   });
   CHECK(holds(levels, 10, 4));
-  CHECK_EQ(*std::max_element(levels.begin(), levels.end()), size_t{5});  // looked one level above only
+  // Doubled once past the knee (8), then bisected back: 6 and 5 lose too.
+  CHECK_EQ(*std::max_element(levels.begin(), levels.end()), size_t{8});
+  CHECK_EQ(std::count(levels.begin(), levels.end(), size_t{8}), 1);
 }
 
 TEST(elastic_level_holds_on_a_plateau_through_noise_and_outliers) {
