@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import datetime as dt
+import threading
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal
@@ -16,6 +17,7 @@ from pyarrow_ops.aggregates import Agg
 from pyarrow_ops.experiment import NONE as NO_EXPERIMENT
 from pyarrow_ops.experiment import Experiment
 from pyarrow_ops.io import Input, Result, as_input_list, as_streams, conform
+from pyarrow_ops.lateness import Late, LateLog, Lateness, bounds, within
 from pyarrow_ops.windows import Window
 
 # The designs by name, for type checkers (design="fastest" is an error before it runs) and at run time.
@@ -105,9 +107,12 @@ class AggregateResult(Result):
 
     def stats(self) -> dict[str, Any]:
         """Tuples read, window sets emitted, the design used, (streaming) per-window-set latencies
-        in ns, and ``peak_live_arenas``: the most T-Gate arenas (at most 4096 rows each) alive at
-        once (None for designs without a T-Gate)."""
-        return self._handle.stats()
+        in ns, ``peak_live_arenas``: the most T-Gate arenas (at most 4096 rows each) alive at
+        once (None for designs without a T-Gate), and ``late``: with ``lateness`` or ``late``, the
+        policy and the late rows per input."""
+        d = self._handle.stats()
+        d["late"] = self._late_stats()
+        return d
 
 
 def aggregate(
@@ -122,6 +127,8 @@ def aggregate(
     update_threads: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     experiment: Experiment = NO_EXPERIMENT,
+    lateness: Lateness = None,
+    late: Late = "error",
 ) -> AggregateResult:
     """Aggregates time-sorted inputs over time windows, per key, deterministically.
 
@@ -144,6 +151,10 @@ def aggregate(
         update_threads: ``"tumlmc"`` only: threads updating windows; default: cores.
         batch_size: rows per result batch.
         experiment: for benchmarks: a :class:`pyarrow_ops.Experiment` (pacing); changes no result.
+        lateness, late: inputs out of time order within a bound, and what happens to rows later
+            than that, as for :func:`pyarrow_ops.merge`; ``stats()["late"]`` counts them and
+            ``result.late`` holds them (``late="side"``). The result is the aggregate of the rows
+            that were not late, whatever the design, threads and batch sizes.
 
     Returns:
         An :class:`AggregateResult` with columns ``window_start``, ``window_end``, the key columns
@@ -178,8 +189,15 @@ def aggregate(
         options = _engine.AggregateOptions(
             _query(time, keys, window, agg_list, schema.field(time).type), threads=threads or 0,
             update_threads=update_threads or 0, batch_size=batch_size, rate=float(experiment.rate))
+        log = None
+        if (input_bounds := bounds(lateness, late, len(streams), schema.field(time).type)) is not None:
+            log = LateLog(schema, late, len(streams))
+            streams = within(streams, time, input_bounds, log)
         native, handle = _engine.aggregate(streams, options, _design(design))
-        return AggregateResult(native, handle)
+        result = AggregateResult(native, handle)
+        if log is not None:
+            result._late_logs.append(log)
+        return result
     finally:
         for stream in streams:
             stream.close()
@@ -221,7 +239,8 @@ class LiveAggregate:
 
     def __init__(self, schema: pa.Schema, inputs: int, *, time: str, key: str | list[str] | None = None,
                  window: Window, aggs: Mapping[str, Agg], design: Design = "auto",
-                 update_threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+                 update_threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                 lateness: Lateness = None, late: Late = "error") -> None:
         if isinstance(inputs, bool) or not isinstance(inputs, int) or inputs < 1:
             raise ValueError(f"inputs must be a positive int, got {inputs!r}")
         _check(design, None, batch_size, window, update_threads)
@@ -235,9 +254,37 @@ class LiveAggregate:
         options = _engine.AggregateOptions(
             _query(time, _keys(key), window, _aggs(aggs), self._time_type), update_threads=update_threads or 0,
             batch_size=batch_size, flush_each_window=True)
+        input_bounds = bounds(lateness, late, inputs, self._time_type)
         native, self._handle = _engine.aggregate(
             [], options, _design(design), schema=schema.__arrow_c_schema__(), push_inputs=inputs)
         self._result = AggregateResult(native, self._handle)
+        # With lateness: each input's rows go through its own reorder buffer (gate/lateness.h), and
+        # the engine hears its watermark as a heartbeat, so readiness waits no longer than the
+        # bound requires. One lock per input: a buffer is not thread-safe, and one input's
+        # pushes must reach the engine in the order they were released.
+        self._lateness: list[Any] | None = None
+        if input_bounds is not None:
+            log = LateLog(schema, late, inputs)
+            self._result._late_logs.append(log)
+            self._lateness = [_engine.Lateness(schema.__arrow_c_schema__(), i, f"input {i}", time, b, late, log.rows)
+                              for i, b in enumerate(input_bounds)]
+            self._locks = [threading.Lock() for _ in range(inputs)]
+            self._watermarks = [None] * inputs
+            self._closed = [False] * inputs
+
+    def _refuse_if_closed(self, input: int, call: str) -> None:
+        # As the engine does (before the buffer takes anything), under self._locks[input].
+        if self._closed[input]:
+            raise _engine.UsageError(f"{call}() on input {input}, which is closed: close() promised it sends "
+                                     "nothing more; the call changed nothing")
+
+    def _forward(self, input: int, released: list[Any], watermark: int | None) -> None:
+        # Under self._locks[input].
+        for batch in released:
+            self._handle.push(input, *batch.__arrow_c_array__())
+        if watermark is not None and watermark != self._watermarks[input] and watermark > -(2**63):
+            self._handle.heartbeat(input, watermark)
+            self._watermarks[input] = watermark
 
     def _input(self, input: int) -> int:
         if isinstance(input, bool) or not isinstance(input, int) or not 0 <= input < self.inputs:
@@ -255,17 +302,45 @@ class LiveAggregate:
         if isinstance(batch, pa.RecordBatch):
             batch = conform(batch, self.schema)
         schema_capsule, array_capsule = batch.__arrow_c_array__()
-        self._handle.push(self._input(input), schema_capsule, array_capsule)
+        input = self._input(input)
+        if self._lateness is None:
+            self._handle.push(input, schema_capsule, array_capsule)
+            return
+        with self._locks[input]:
+            self._refuse_if_closed(input, "push")
+            buffer = self._lateness[input]
+            self._forward(input, buffer.push(schema_capsule, array_capsule), buffer.watermark)
 
     def heartbeat(self, input: int, time: Any) -> None:
         """Promises that ``input`` sends nothing earlier than ``time``. :class:`UsageError` if
-        ``input`` was closed."""
-        self._handle.heartbeat(self._input(input), _time_value(time, self._time_type))
+        ``input`` was closed. With ``lateness``, a row of ``input`` earlier than ``time`` that
+        comes after it is late."""
+        input, value = self._input(input), _time_value(time, self._time_type)
+        if self._lateness is None:
+            self._handle.heartbeat(input, value)
+            return
+        with self._locks[input]:
+            self._refuse_if_closed(input, "heartbeat")
+            buffer = self._lateness[input]
+            self._forward(input, buffer.heartbeat(value), buffer.watermark)
 
     def close(self, input: int) -> None:
         """``input`` sends nothing more. Closing it again raises :class:`UsageError`, as does any
         later push or heartbeat on it: each is refused whole, so nothing is lost or held."""
-        self._handle.close(self._input(input))
+        input = self._input(input)
+        if self._lateness is None:
+            self._handle.close(input)
+            return
+        with self._locks[input]:
+            self._refuse_if_closed(input, "close")
+            self._forward(input, self._lateness[input].finish(), None)
+            self._handle.close(input)
+            self._closed[input] = True
+
+    @property
+    def late(self) -> pa.Table | None:
+        """With ``late="side"``: the late rows so far (see :attr:`Result.late`)."""
+        return self._result.late
 
     def cancel(self) -> None:
         """Stops the run; waiting pushes and the consumer return."""
@@ -275,7 +350,7 @@ class LiveAggregate:
         return iter(self._result)
 
     def stats(self) -> dict[str, Any]:
-        return self._handle.stats()
+        return self._result.stats()
 
     def __enter__(self) -> LiveAggregate:
         return self
@@ -296,13 +371,17 @@ def live_aggregate(
     design: Design = "auto",
     update_threads: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    lateness: Lateness = None,
+    late: Late = "error",
 ) -> LiveAggregate:
     """The push-based streaming form of :func:`aggregate`: a :class:`LiveAggregate` that producers
     push record batches of ``schema`` into, per input, and a consumer iterates.
 
     The arguments are :func:`aggregate`'s, but ``schema`` (every pushed batch's) and ``inputs`` (how
     many inputs, 0 to ``inputs`` - 1) instead of the inputs themselves; :class:`LiveAggregate` has an
-    example with producer threads.
+    example with producer threads. With ``lateness``, pushes may be out of time order within the
+    bound: each input's rows wait in a buffer until its latest time less the bound passes them (or
+    a heartbeat or ``close`` releases them), and windows close accordingly.
 
     >>> import pyarrow as pa, pyarrow_ops as po
     >>> schema = pa.schema([("t", pa.int64()), ("k", pa.int64())])
@@ -313,4 +392,4 @@ def live_aggregate(
     [(0, 7, 2), (10, 7, 1)]
     """
     return LiveAggregate(schema, inputs, time=time, key=key, window=window, aggs=aggs, design=design,
-                         update_threads=update_threads, batch_size=batch_size)
+                         update_threads=update_threads, batch_size=batch_size, lateness=lateness, late=late)

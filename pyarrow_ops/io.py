@@ -241,6 +241,30 @@ class Result:
     def __init__(self, native: _engine.Stream) -> None:
         self._native = native
         self._schema = pa.schema(native)
+        self._late_logs: list[Any] = []  # pyarrow_ops.lateness.LateLog per source given lateness= or late=
+
+    @property
+    def late(self) -> pa.Table | None:
+        """With ``late="side"``: the rows that came later than their input's ``lateness`` allows,
+        with the input's columns, then ``input`` (its index) and ``row`` (its position in that
+        input's arrival order), by input and row; complete once the result has been read to its
+        end. None without ``late="side"``."""
+        tables = [t for log in self._late_logs if (t := log.table()) is not None]
+        if not tables:
+            return None
+        if len(tables) > 1 and any(not t.schema.equals(tables[0].schema) for t in tables[1:]):
+            raise _engine.UsageError("the sources of this run have different columns; their late rows are in "
+                                     "stats()['late'] counts only")
+        return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+    @property
+    def late_counts(self) -> list[int]:
+        """Per input (of every source, in order), how many rows came later than its ``lateness``
+        allows so far, whatever ``late`` did with them; [] without ``lateness`` or ``late``."""
+        return [n for log in self._late_logs for n in log.counts()]
+
+    def _late_stats(self) -> list[dict[str, Any]]:
+        return [{"source": i, "late": log.policy, "rows": log.counts()} for i, log in enumerate(self._late_logs)]
 
     @property
     def schema(self) -> pa.Schema:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import pyarrow as pa
+
 from pyarrow_ops import _engine
 from pyarrow_ops.io import Input, Result, as_input_list, as_streams
+from pyarrow_ops.lateness import Late, LateLog, Lateness, bounds, within
 
 DEFAULT_BATCH_SIZE = 65536
 
 
 def merge(
     inputs: Input | Iterable[Input], *, time: str, batch_size: int = DEFAULT_BATCH_SIZE,
-    threads: int | None = None,
+    threads: int | None = None, lateness: Lateness = None, late: Late = "error",
 ) -> Result:
     """Merges time-sorted inputs into one stream in the merged order.
 
@@ -30,6 +33,16 @@ def merge(
         batch_size: the most rows per output batch the merge builds. Long runs of rows from one
             input leave as zero-copy slices of that input's batches instead, and a single input
             passes through unchanged.
+        threads: threads merging (default: cores); every count gives the same result.
+        lateness: how far each input may be out of time order: an int in the time column's unit or
+            a ``datetime.timedelta``, for every input or a list with one per input (None: that
+            input must be sorted). Each input is put back in time order (equal times in arrival
+            order) before the merge; docs/time.md has the exact rule.
+        late: what happens to a row later than its input's ``lateness`` allows: ``"error"`` (an
+            :class:`UnsortedInputError` naming the input, row and times), ``"drop"`` (left out,
+            counted in ``result.late_counts``), ``"side"`` (also kept: ``result.late``). Without
+            ``lateness`` a policy other than ``"error"`` means a bound of 0: rows out of order are
+            late.
 
     Returns:
         A :class:`Result`: read it with ``to_arrow()``, ``to_polars()``, by iterating, or hand it
@@ -60,7 +73,20 @@ def merge(
     streams: list[_engine.Stream] = []
     try:
         streams = as_streams(items)
-        return Result(_engine.merge(streams, time, batch_size, threads or 0))
+        log = None
+        if streams and (lateness is not None or late != "error"):
+            schema = pa.schema(streams[0])
+            if time not in schema.names:
+                raise _engine.InvalidInputError(
+                    f"time column '{time}' not found in input 0; its columns are: {', '.join(schema.names)}")
+            log = LateLog(schema, late, len(streams))
+            streams = within(streams, time, bounds(lateness, late, len(streams), schema.field(time).type), log)
+        else:
+            bounds(lateness, late, len(streams), pa.int64())  # checks the arguments alone
+        result = Result(_engine.merge(streams, time, batch_size, threads or 0))
+        if log is not None:
+            result._late_logs.append(log)
+        return result
     finally:
         for stream in streams:  # those merge took are already closed; the rest are released now
             stream.close()

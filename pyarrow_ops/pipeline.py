@@ -19,7 +19,8 @@ from pyarrow_ops.experiment import NONE as NO_EXPERIMENT
 from pyarrow_ops.experiment import Experiment
 from pyarrow_ops.expr import Expr, col
 from pyarrow_ops.io import Input, Result, as_input_list, as_streams, conform
-from pyarrow_ops.windows import Window, _in_units
+from pyarrow_ops.lateness import Late, LateLog, Lateness, bounds, check_late, within
+from pyarrow_ops.windows import Window, in_units
 
 # Each option's names as a Literal (for type checkers) and as a tuple (checked at run time).
 Scheduler = Literal["ct", "lp", "et", "qst"]
@@ -100,9 +101,15 @@ class Pipeline:
     {'ts': [2, 40, 41], 'user': [1, 1, 2], 'page': [4, 5, 6], 'session': [0, 1, 0]}
     """
 
-    def __init__(self, inputs: Input | Iterable[Input], *, time: str) -> None:
+    def __init__(self, inputs: Input | Iterable[Input], *, time: str, lateness: Lateness = None,
+                 late: Late = "error") -> None:
+        """``lateness``, ``late``: inputs out of time order within a bound, and what happens to rows
+        later than that, as for :func:`pyarrow_ops.merge` (each input is put back in order before
+        the merge; ``result.late`` and ``stats()["late"]``)."""
         if not isinstance(time, str):
             raise TypeError(f"time must be a column name (str), got {type(time).__name__}")
+        check_late(late)
+        self._time_order: tuple[Lateness, str] = (lateness, late)
         self._inputs = as_input_list(inputs)
         if not self._inputs:
             raise _engine.InvalidInputError("a pipeline needs at least one input")
@@ -121,6 +128,7 @@ class Pipeline:
         p = cls.__new__(cls)
         p._inputs, p._time, p._steps, p._last = as_input_list(inputs), time, tuple(steps), None
         p._origin = None
+        p._time_order = (None, "error")
         return p
 
     @property
@@ -145,6 +153,7 @@ class Pipeline:
         p = Pipeline.from_steps((*self._steps, Step(name, args)), time=self._time)
         p._inputs = self._inputs
         p._origin = self._origin
+        p._time_order = self._time_order
         return p
 
     @property
@@ -426,6 +435,8 @@ class Pipeline:
                carry: str = "") -> PipelineResult:
         # merge=False, carry: see _engine.run_pipeline; pyarrow_ops.spark runs stages this way.
         self._refuse_graph("a Spark stage")
+        if self._time_order != (None, "error"):
+            raise _engine.UsageError("lateness= and late= are not supported on Spark yet; sort each input first")
         streams: list[_engine.Stream] = []
         try:
             streams = as_streams(self._inputs)
@@ -499,7 +510,7 @@ def _spec(step: Step, time_type: pa.DataType) -> Any:
         fn, schema = args
         return _engine.MapBatchesSpec(fn, None if schema is None else pa.schema(schema).__arrow_c_schema__())
     if name == "sessionize":
-        return _engine.SessionizeSpec(args[0], _in_units(args[1], "gap", time_type), args[2])
+        return _engine.SessionizeSpec(args[0], in_units(args[1], "gap", time_type), args[2])
     if name == "lag":
         return _engine.LagSpec(*args)
     if name == "delta":
@@ -507,9 +518,9 @@ def _spec(step: Step, time_type: pa.DataType) -> Any:
     if name == "running":
         return _engine.RunningSpec(args[0], _agg_specs(args[1]))
     if name == "dedupe":
-        return _engine.DedupeSpec(args[0], None if args[1] is None else _in_units(args[1], "within", time_type))
+        return _engine.DedupeSpec(args[0], None if args[1] is None else in_units(args[1], "within", time_type))
     if name == "pairs":
-        return _engine.PairsSpec(args[0], args[1], _in_units(args[2], "gap", time_type))
+        return _engine.PairsSpec(args[0], args[1], in_units(args[2], "gap", time_type))
     if name == "window_aggregate":
         by_window = args[3] if len(args) > 3 else False  # steps pickled before by_window existed
         return _engine.WindowAggregateSpec(args[0], _engine.WindowSpec(*args[1].resolve(time_type)),
@@ -618,8 +629,11 @@ class PipelineResult(Result):
         from the first operator starting on its input to its arrival at the output, and
         ``thread_levels`` (``threads="auto"``): per period of the elastic controller, ``at_ns``
         (since the start), the ``threads`` that ran in it and the ``tuples_per_s`` all operators
-        took in over it."""
-        return self._handle.stats()
+        took in over it; ``late``: per source given ``lateness`` or ``late``, its policy and
+        the late rows per input."""
+        d = self._handle.stats()
+        d["late"] = self._late_stats()
+        return d
 
 
 # --- Graphs ---------------------------------------------------------------------------------------
@@ -661,6 +675,7 @@ class _Graph:
             raise ValueError(f"the pipelines of one run must share their time column, got {sorted(times)}")
         self.time = times.pop()
         self.inputs: list[list[Any]] = []     # per source: its inputs
+        self.time_orders: list[tuple[Any, str]] = []  # per source: (lateness, late)
         self.nodes: list[tuple[str, Any, list[int]]] = []  # (kind, payload, input nodes)
         self._memo: dict[tuple[Any, ...], int] = {}
         self.outputs = [self._node(p) for p in outputs.values()]
@@ -679,6 +694,7 @@ class _Graph:
             key: tuple[Any, ...] = ("source", id(p._inputs))
             if key not in self._memo:
                 self.inputs.append(p._inputs)
+                self.time_orders.append(p._time_order)
             node = self._add(key, "source", len(self.inputs) - 1, [])
         else:
             parents = [self._node(q) for q in p._origin.parents]
@@ -707,19 +723,31 @@ class _Graph:
 
     def run(self, options: _engine.PipelineOptions, batch_size: int) -> dict[str, PipelineResult]:
         groups: list[list[_engine.Stream]] = []
+        logs: list[LateLog] = []
         try:
-            for inputs in self.inputs:
+            for inputs, (lateness, late) in zip(self.inputs, self.time_orders, strict=True):
+                labels = []
                 for i, item in enumerate(inputs):
+                    labels.append(f"live input {i}" if isinstance(item, LiveInput) else f"input {i}")
                     if isinstance(item, LiveInput):
-                        item._label = f"live input {i}"
+                        item._label = labels[-1]
                 groups.append(as_streams(inputs))
+                schema = pa.schema(groups[-1][0])
+                if (lateness is not None or late != "error") and self.time in schema.names:
+                    log = LateLog(schema, late, len(inputs))
+                    input_bounds = bounds(lateness, late, len(inputs), schema.field(self.time).type)
+                    groups[-1] = within(groups[-1], self.time, input_bounds, log, labels)  # type: ignore[arg-type]
+                    logs.append(log)
             specs = self.specs([pa.schema(group[0]) for group in groups])
             natives, handle = _engine.run_graph(groups, self.time, specs, self.outputs, options, batch_size)
         finally:
             for group in groups:
                 for stream in group:
                     stream.close()
-        return {name: PipelineResult(native, handle) for name, native in zip(self.names, natives)}
+        results = {name: PipelineResult(native, handle) for name, native in zip(self.names, natives)}
+        for r in results.values():
+            r._late_logs = logs
+        return results
 
 
 def _merge_spec(kind: str, args: tuple[Any, ...], time_type: pa.DataType) -> Any:
@@ -727,10 +755,10 @@ def _merge_spec(kind: str, args: tuple[Any, ...], time_type: pa.DataType) -> Any
         return _engine.UnionSpec()
     if kind == "join":
         on, lo, hi, how = args
-        return _engine.JoinSpec(on, _in_units(lo, "within", time_type),
-                                _in_units(hi, "within", time_type), _engine.JoinHow[how])
+        return _engine.JoinSpec(on, in_units(lo, "within", time_type),
+                                in_units(hi, "within", time_type), _engine.JoinHow[how])
     by, tolerance = args
-    return _engine.AsofJoinSpec(by, None if tolerance is None else _in_units(tolerance, "tolerance", time_type))
+    return _engine.AsofJoinSpec(by, None if tolerance is None else in_units(tolerance, "tolerance", time_type))
 
 
 def _run_graph(outputs: Mapping[str, Pipeline], options: _engine.PipelineOptions,
@@ -779,6 +807,11 @@ class GraphResult(Mapping[str, PipelineResult]):
     def stats(self) -> dict[str, Any]:
         """The run's statistics (the same for every output; see :meth:`PipelineResult.stats`)."""
         return next(iter(self._results.values())).stats()
+
+    @property
+    def late(self) -> pa.Table | None:
+        """The run's late rows (the same for every output; see :attr:`Result.late`)."""
+        return next(iter(self._results.values())).late
 
     def close(self) -> None:
         """Stops the run: closes every output."""

@@ -26,7 +26,7 @@ class Window:
 
     def resolve(self, time_type: pa.DataType) -> tuple[int, int, int]:
         """(size, advance, offset) as integers in the unit of a time column of ``time_type``."""
-        return tuple(_in_units(v, name, time_type) for name, v in  # type: ignore[return-value]
+        return tuple(in_units(v, f"window {name}", time_type) for name, v in  # type: ignore[return-value]
                      (("size", self.size), ("advance", self.advance), ("offset", self.offset)))
 
 
@@ -47,9 +47,11 @@ def tumbling(size: Duration, offset: Duration = 0) -> Window:
     return Window(size, size, offset)
 
 
-def _in_units(value: Duration, name: str, time_type: pa.DataType) -> int:
+def in_units(value: Duration, name: str, time_type: pa.DataType) -> int:
+    """A length (``name`` in errors: "window size", "lateness") as an int in the unit of a time
+    column of ``time_type``."""
     if isinstance(value, bool) or not isinstance(value, (int, dt.timedelta)):
-        raise TypeError(f"window {name} must be an int or a datetime.timedelta, got {type(value).__name__}")
+        raise TypeError(f"{name} must be an int or a datetime.timedelta, got {type(value).__name__}")
     if isinstance(value, int):
         return value
     if pa.types.is_timestamp(time_type):
@@ -57,14 +59,14 @@ def _in_units(value: Duration, name: str, time_type: pa.DataType) -> int:
     elif pa.types.is_date32(time_type):
         per_second = None
     else:
-        raise TypeError(f"window {name} is a timedelta but the time column is {time_type}; use an int")
+        raise TypeError(f"{name} is a timedelta but the time column is {time_type}; use an int")
     micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
     if per_second is None:
         days, rest = divmod(micros, 86_400_000_000)
         if rest:
-            raise ValueError(f"window {name} {value} is not a whole number of days (the date32 unit)")
+            raise ValueError(f"{name} {value} is not a whole number of days (the date32 unit)")
         return days
     scaled, rest = divmod(micros * per_second, 1_000_000)
     if rest:
-        raise ValueError(f"window {name} {value} is not a whole number of the time column's unit ({time_type.unit})")
+        raise ValueError(f"{name} {value} is not a whole number of the time column's unit ({time_type.unit})")
     return scaled

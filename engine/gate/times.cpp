@@ -35,25 +35,27 @@ InputsSchema check_input_schemas(const std::vector<std::shared_ptr<const Schema>
   return {std::make_shared<const Schema>(std::move(merged)), *time};
 }
 
-const int64_t* InputTimes::read(const Batch& batch) {
+const int64_t* read_times(const Batch& batch, size_t index, const DataType& type, std::vector<int64_t>& widened,
+                          const std::string& label, const std::string& column, int64_t first_row) {
   const int64_t n = batch.num_rows();
-  const Column& col = batch.column(index_);
+  const Column& col = batch.column(index);
   if (col.may_have_nulls()) {
     for (int64_t r = 0; r < n; ++r) {
       if (!col.is_valid(r)) {
-        throw Error(ErrorKind::kNullTime, label_ + " has a null time in column '" + column_ +
-                                              "' at row " + std::to_string(rows_ + r));
+        throw Error(ErrorKind::kNullTime, label + " has a null time in column '" + column + "' at row " +
+                                              std::to_string(first_row + r));
       }
     }
   }
-  const int64_t* t;
-  if (type_.byte_width() == 8) {
-    t = col.typed<int64_t>();
-  } else {
-    const int32_t* narrow = col.typed<int32_t>();
-    widened_.assign(narrow, narrow + n);
-    t = widened_.data();
-  }
+  if (type.byte_width() == 8) return col.typed<int64_t>();
+  const int32_t* narrow = col.typed<int32_t>();
+  widened.assign(narrow, narrow + n);
+  return widened.data();
+}
+
+const int64_t* InputTimes::read(const Batch& batch) {
+  const int64_t n = batch.num_rows();
+  const int64_t* t = read_times(batch, index_, type_, widened_, label_, column_, rows_);
   if (n == 0) return t;
   if (t[0] < floor_) unsorted(rows_, t[0], floor_, rows_ == 0 || heartbeat_ > last_);
   // Branch-free over chunks (so the compiler can vectorise it); the exact row is looked for only

@@ -20,6 +20,12 @@ struct InputsSchema {
 InputsSchema check_input_schemas(const std::vector<std::shared_ptr<const Schema>>& schemas,
                                  const std::string& time_column);
 
+// The time of every row of `batch` (its column `index`, of `type`) as int64: 32-bit columns are
+// widened into `widened` (valid until its next use). Throws kNullTime naming `label`, `column` and
+// the row, counted from `first_row`.
+const int64_t* read_times(const Batch& batch, size_t index, const DataType& type, std::vector<int64_t>& widened,
+                          const std::string& label, const std::string& column, int64_t first_row);
+
 class InputTimes {
  public:
   InputTimes(uint32_t input, std::string column, size_t column_index, DataType type)

@@ -3,6 +3,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -12,6 +13,7 @@
 #include "arrow/export.h"
 #include "arrow/import.h"
 #include "core/error.h"
+#include "gate/lateness.h"
 #include "gate/merge.h"
 #include "gate/times.h"
 #include "ops/multiway.h"
@@ -32,6 +34,19 @@ namespace {
 
 std::optional<Batch> pull(BatchSource& source) {
   return without_gil([&] { return source.next(); });
+}
+
+gate::LatePolicy late_policy(const std::string& name) {
+  if (name == "error") return gate::LatePolicy::kError;
+  if (name == "drop") return gate::LatePolicy::kDrop;
+  if (name == "side") return gate::LatePolicy::kSide;
+  throw Error(ErrorKind::kUsage, "late must be 'error', 'drop' or 'side', got '" + name + "'");
+}
+
+nb::list handles(std::vector<Batch>& batches) {
+  nb::list out;
+  for (Batch& b : batches) out.append(BatchHandle{std::move(b)});
+  return out;
 }
 
 // The handle Python keeps for pushing and for statistics; the result stream shares the operator.
@@ -123,6 +138,61 @@ NB_MODULE(_engine, m) {
       "inputs"_a, "time"_a, "batch_size"_a, "threads"_a = 1,
       "Merges time-sorted streams by (time, input index, position) on `threads` threads (0: one per core); "
       "consumes the inputs.");
+  nb::class_<gate::LateRows>(m, "LateRows")
+      .def(nb::init<>())
+      .def("count", &gate::LateRows::count, "input"_a = -1, "Late rows of an input (all inputs: -1).")
+      .def("take",
+           [](gate::LateRows& late) {
+             nb::list out;
+             for (auto& chunk : late.take()) out.append(nb::make_tuple(chunk.input, chunk.rows, BatchHandle{chunk.batch}));
+             return out;
+           },
+           "The kept late rows as (input, arrival rows, batch) by input and arrival; taken once.");
+  m.def(
+      "within_lateness",
+      [](Stream& input, uint32_t index, std::string label, const std::string& time, int64_t bound, const std::string& late,
+         std::shared_ptr<gate::LateRows> rows) {
+        return Stream{gate::within_lateness(input.take(), index, std::move(label), time, {bound, late_policy(late)},
+                                            std::move(rows))};
+      },
+      "input"_a, "index"_a, "label"_a, "time"_a, "bound"_a, "late"_a, "rows"_a,
+      "The input put in time order within `bound` (gate/lateness.h); consumes it.");
+  nb::class_<gate::Lateness>(m, "Lateness")
+      .def("__init__",
+           [](gate::Lateness* self, nb::capsule schema, uint32_t index, std::string label, const std::string& time,
+              int64_t bound, const std::string& late, std::shared_ptr<gate::LateRows> rows) {
+             auto sch = std::make_shared<const Schema>(arrow::import_schema(*from_capsule<ArrowSchema>(schema, "arrow_schema")));
+             new (self) gate::Lateness(index, std::move(label), std::move(sch), time, {bound, late_policy(late)}, std::move(rows));
+           },
+           "schema"_a, "index"_a, "label"_a, "time"_a, "bound"_a, "late"_a, "rows"_a)
+      .def("push",
+           [](gate::Lateness& l, nb::capsule schema, nb::capsule array) {
+             auto sch = std::make_shared<const Schema>(arrow::import_schema(*from_capsule<ArrowSchema>(schema, "arrow_schema")));
+             Batch b = arrow::import_batch(from_capsule<ArrowArray>(array, "arrow_array"), sch,
+                                           "a batch pushed to " + l.label());
+             if (auto diff = schema_difference(*l.schema(), *sch)) {
+               throw Error(ErrorKind::kSchemaMismatch, "a batch pushed to " + l.label() + " does not match its schema: " + *diff);
+             }
+             std::vector<Batch> out;
+             l.push(b.with_schema(l.schema()), out);
+             return handles(out);
+           },
+           "schema"_a, "array"_a, "Takes a batch; returns the batches it releases, in order.")
+      .def("heartbeat",
+           [](gate::Lateness& l, int64_t time) {
+             std::vector<Batch> out;
+             l.heartbeat(time, out);
+             return handles(out);
+           },
+           "time"_a)
+      .def("finish",
+           [](gate::Lateness& l) {
+             std::vector<Batch> out;
+             l.finish(out);
+             return handles(out);
+           })
+      .def_prop_ro("watermark", &gate::Lateness::watermark)
+      .def_prop_ro("held", &gate::Lateness::held);
   nb::class_<Aggregation>(m, "Aggregation")
       .def("push",
            [](Aggregation& a, uint32_t input, nb::capsule schema, nb::capsule array) {

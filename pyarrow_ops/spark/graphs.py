@@ -205,10 +205,10 @@ def _join(kind: str, args: tuple[Any, ...], left: _Node, right: _Node, time: str
     spark_out = pa.schema([*ps._for_spark(data_out), *[pa.field(c, pa.int64()) for c in seq]])
     lo, hi = (args[1], args[2]) if kind == "join" else (0, 0)
     if kind == "join":  # lengths as the engine takes them: ints in the time column's unit
-        from pyarrow_ops.windows import _in_units
+        from pyarrow_ops.windows import in_units
 
-        lo = _in_units(lo, "within", left.schema.field(time).type)
-        hi = _in_units(hi, "within", left.schema.field(time).type)
+        lo = in_units(lo, "within", left.schema.field(time).type)
+        hi = in_units(hi, "within", left.schema.field(time).type)
 
     # The UDF below is pickled to the workers: it captures plain values only (no _Node, which
     # holds a DataFrame and so the driver's SparkContext).

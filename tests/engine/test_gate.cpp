@@ -1,9 +1,11 @@
 // Unit tests of engine/gate: the sequential merge against a plain reference.
 #include <algorithm>
+#include <cstdio>
 #include <random>
 #include <tuple>
 
 #include "core/error.h"
+#include "gate/lateness.h"
 #include "gate/merge.h"
 #include "helpers.h"
 #include "unit.h"
@@ -193,3 +195,171 @@ TEST(construction_checks_columns_and_schemas) {
 }
 
 UNIT_MAIN()
+
+// --- Lateness: inputs out of order within a bound --------------------------------------------------
+
+namespace {
+
+// The plain model of gate/lateness.h's definition, row by row: the rows that leave, in order, and
+// the late rows' arrival positions.
+struct LatenessModel {
+  std::vector<size_t> out;   // arrival positions, in leaving order
+  std::vector<size_t> late;  // arrival positions
+};
+LatenessModel lateness_model(const std::vector<int64_t>& times, int64_t bound) {
+  LatenessModel m;
+  int64_t latest = INT64_MIN;
+  std::vector<std::pair<int64_t, size_t>> kept;
+  for (size_t r = 0; r < times.size(); ++r) {
+    const int64_t watermark = latest == INT64_MIN ? INT64_MIN : latest - bound;
+    if (times[r] < watermark) {
+      m.late.push_back(r);
+      continue;
+    }
+    latest = std::max(latest, times[r]);
+    kept.push_back({times[r], r});
+  }
+  std::stable_sort(kept.begin(), kept.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  for (auto& [t, r] : kept) m.out.push_back(r);
+  return m;
+}
+
+}  // namespace
+
+// Random inputs shuffled within and beyond the bound, random batch sizes (empty batches too), each
+// policy: what leaves equals the model's order, the late set equals the model's; nothing leaves
+// above the watermark or before it could (every row at or below the watermark has left after each
+// push), and the watermark never goes back.
+TEST(lateness_equals_the_model_on_random_disorder) {
+  std::mt19937_64 rng(2031);
+  auto sch = fixtures::time_string_schema();
+  int configurations = 0;
+  for (int round = 0; round < 400; ++round) {
+    const int64_t bound = static_cast<int64_t>(rng() % 4 == 0 ? 0 : rng() % 20);
+    const size_t n = rng() % 300;
+    std::vector<int64_t> times(n);
+    int64_t t = static_cast<int64_t>(rng() % 100) - 50;
+    for (size_t r = 0; r < n; ++r) {
+      t += static_cast<int64_t>(rng() % 3);
+      // Most rows a little out of order, some far beyond the bound.
+      const int64_t back = rng() % 10 == 0 ? static_cast<int64_t>(rng() % 60) : static_cast<int64_t>(rng() % (bound + 1));
+      times[r] = t - back;
+    }
+    const LatenessModel model = lateness_model(times, bound);
+    for (gate::LatePolicy policy : {gate::LatePolicy::kDrop, gate::LatePolicy::kSide, gate::LatePolicy::kError}) {
+      ++configurations;
+      auto late = std::make_shared<gate::LateRows>();
+      gate::Lateness lateness(3, "input 3", sch, "t", {bound, policy}, late);
+      std::vector<size_t> out;
+      std::vector<Batch> released;
+      int64_t watermark = INT64_MIN;
+      bool failed = false;
+      size_t r = 0;
+      while (r < n && !failed) {
+        const size_t len = std::min(n - r, static_cast<size_t>(rng() % 30));
+        std::vector<int64_t> bt(times.begin() + r, times.begin() + r + len);
+        std::vector<std::string> bs;
+        for (size_t j = 0; j < len; ++j) bs.push_back(std::to_string(r + j));
+        released.clear();
+        try {
+          lateness.push(fixtures::time_string_batch(sch, bt, bs), released);
+        } catch (const Error& e) {
+          CHECK(policy == gate::LatePolicy::kError);
+          CHECK(e.kind() == ErrorKind::kUnsorted);
+          CHECK(!model.late.empty());
+          // The first late row is named, with its arrival position.
+          CHECK(std::string(e.what()).find("input 3 is not sorted by 't' within its lateness: row " +
+                                           std::to_string(model.late[0]) + " has") != std::string::npos);
+          CHECK(model.late[0] >= r && model.late[0] < r + len);
+          failed = true;
+          break;
+        }
+        CHECK(lateness.watermark() >= watermark);
+        watermark = lateness.watermark();
+        for (const Batch& b : released) {
+          for (const Row& row : rows_of(b)) {
+            CHECK(row.t <= watermark);
+            out.push_back(std::stoul(row.s));
+          }
+        }
+        // Every row seen that is not late and at or below the watermark has left.
+        size_t due = 0;
+        for (size_t k = 0; k < r + len; ++k)
+          if (std::find(model.late.begin(), model.late.end(), k) == model.late.end() && times[k] <= watermark) ++due;
+        CHECK_EQ(out.size(), due);
+        CHECK_EQ(lateness.held(), static_cast<int64_t>(r + len - out.size()) -
+                                      static_cast<int64_t>(std::count_if(model.late.begin(), model.late.end(),
+                                                                         [&](size_t k) { return k < r + len; })));
+        r += len;
+      }
+      if (failed) continue;
+      CHECK(policy != gate::LatePolicy::kError || model.late.empty());
+      released.clear();
+      lateness.finish(released);
+      for (const Batch& b : released)
+        for (const Row& row : rows_of(b)) out.push_back(std::stoul(row.s));
+      CHECK(out == model.out);
+      CHECK_EQ(late->count(), static_cast<int64_t>(model.late.size()));
+      CHECK_EQ(late->count(3), static_cast<int64_t>(model.late.size()));
+      std::vector<size_t> side;
+      for (const auto& chunk : late->take()) {
+        CHECK_EQ(chunk.input, uint32_t{3});
+        const auto rows = rows_of(chunk.batch);
+        CHECK_EQ(rows.size(), chunk.rows.size());
+        for (size_t k = 0; k < rows.size(); ++k) {
+          CHECK_EQ(std::stoul(rows[k].s), static_cast<unsigned long>(chunk.rows[k]));
+          CHECK_EQ(rows[k].t, times[static_cast<size_t>(chunk.rows[k])]);
+          side.push_back(static_cast<size_t>(chunk.rows[k]));
+        }
+      }
+      CHECK(side == (policy == gate::LatePolicy::kSide ? model.late : std::vector<size_t>{}));
+    }
+  }
+  std::printf("  %d configurations\n", configurations);
+}
+
+// Sorted input with a bound passes rows on as zero-copy slices once they are old enough, and a
+// heartbeat releases what it proves; a heartbeat that goes back is refused, a row below it is late.
+TEST(lateness_slices_heartbeats_and_errors) {
+  auto sch = fixtures::time_string_schema();
+  std::vector<int64_t> times(1000);
+  std::vector<std::string> strings(1000);
+  for (int64_t i = 0; i < 1000; ++i) {
+    times[static_cast<size_t>(i)] = i;
+    strings[static_cast<size_t>(i)] = std::to_string(i);
+  }
+  auto late = std::make_shared<gate::LateRows>();
+  gate::Lateness lateness(0, "input 0", sch, "t", {100, gate::LatePolicy::kError}, late);
+  std::vector<Batch> out;
+  const Batch batch = fixtures::time_string_batch(sch, times, strings);
+  lateness.push(batch, out);
+  CHECK_EQ(out.size(), size_t{1});
+  CHECK_EQ(out[0].num_rows(), int64_t{900});  // times 0..899, at or below 999 - 100
+  CHECK(out[0].column(0).values == batch.column(0).values);  // a slice, not a copy
+  CHECK_EQ(lateness.watermark(), int64_t{899});
+  CHECK_EQ(lateness.held(), int64_t{100});
+  out.clear();
+  lateness.heartbeat(950, out);
+  CHECK_EQ(out.size(), size_t{1});
+  CHECK_EQ(out[0].num_rows(), int64_t{51});  // 900..950
+  CHECK_THROWS_WITH(lateness.heartbeat(940, out), ErrorKind::kUnsorted, "earlier than its previous heartbeat at 950");
+  out.clear();
+  CHECK_THROWS_WITH(lateness.push(fixtures::time_string_batch(sch, {960, 949}, {"a", "b"}), out), ErrorKind::kUnsorted,
+                    "input 0 is not sorted by 't' within its lateness: row 1001 has 949, earlier than its heartbeat at 950");
+  CHECK_THROWS_WITH(lateness.push(fixtures::time_string_batch(sch, {2000, 1899}, {"a", "b"}), out), ErrorKind::kUnsorted,
+                    "row 1001 has 1899, earlier than its latest time before it, 2000, less the lateness of 100");
+  CHECK_EQ(lateness.held(), int64_t{49});  // the failed pushes took nothing
+  CHECK_EQ(lateness.rows(), int64_t{1000});
+  // Nulls in the time column are named; a negative bound and a missing column are refused.
+  gate::Lateness other(1, "input 1", sch, "t", {5, gate::LatePolicy::kDrop}, nullptr);
+  std::vector<Column> cols{batch.column(0), batch.column(1)};
+  static const uint8_t kOnlyFirstValid = 0b01;
+  cols[0].validity = &kOnlyFirstValid;
+  cols[0].null_count = 1;
+  CHECK_THROWS_WITH(other.push(Batch(sch, 2, cols, batch.owner()), out), ErrorKind::kNullTime,
+                    "input 1 has a null time in column 't' at row 1");
+  CHECK_THROWS_WITH(gate::Lateness(0, "input 0", sch, "t", {-1, gate::LatePolicy::kDrop}, nullptr), ErrorKind::kUsage,
+                    "lateness must not be negative");
+  CHECK_THROWS_WITH(gate::Lateness(0, "input 0", sch, "nope", {1, gate::LatePolicy::kDrop}, nullptr),
+                    ErrorKind::kInvalidInput, "time column 'nope' not found in input 0");
+}

@@ -1,0 +1,275 @@
+#include "gate/lateness.h"
+
+#include <algorithm>
+#include <deque>
+#include <exception>
+#include <numeric>
+#include <span>
+#include <optional>
+
+#include "core/error.h"
+#include "core/gather.h"
+#include "gate/times.h"
+
+namespace pao::gate {
+
+void LateRows::add(Chunk chunk) {
+  std::lock_guard lock(mutex_);
+  if (counts_.size() <= chunk.input) counts_.resize(chunk.input + 1, 0);
+  counts_[chunk.input] += static_cast<int64_t>(chunk.rows.size());
+  if (chunk.batch.num_rows() > 0) chunks_.push_back(std::move(chunk));
+}
+
+int64_t LateRows::count(int64_t input) const {
+  std::lock_guard lock(mutex_);
+  if (input < 0) return std::accumulate(counts_.begin(), counts_.end(), int64_t{0});
+  return static_cast<size_t>(input) < counts_.size() ? counts_[static_cast<size_t>(input)] : 0;
+}
+
+std::vector<LateRows::Chunk> LateRows::take() {
+  std::lock_guard lock(mutex_);
+  std::vector<Chunk> out = std::move(chunks_);
+  chunks_.clear();
+  // One input's chunks are added in its arrival order; inputs interleave by timing, so order them.
+  std::stable_sort(out.begin(), out.end(), [](const Chunk& a, const Chunk& b) { return a.input < b.input; });
+  return out;
+}
+
+Lateness::Lateness(uint32_t input, std::string label, std::shared_ptr<const Schema> schema, const std::string& column,
+                   LatenessOptions options, std::shared_ptr<LateRows> late)
+    : input_(input), label_(std::move(label)), schema_(std::move(schema)), column_(column), options_(options),
+      late_(std::move(late)) {
+  const std::optional<size_t> index = schema_->find(column);
+  if (!index) {
+    throw Error(ErrorKind::kInvalidInput,
+                "time column '" + column + "' not found in " + label_ + "; its columns are: " + schema_->to_string());
+  }
+  time_index_ = *index;
+  type_ = schema_->fields[time_index_].type;
+  if (!type_.is_temporal_key()) {
+    throw Error(ErrorKind::kInvalidInput, "time column '" + column + "' of " + label_ + " has type " +
+                                              type_.to_string() + "; expected a timestamp, date32, int32 or int64 column");
+  }
+  if (options_.bound < 0) {
+    throw Error(ErrorKind::kUsage, "lateness must not be negative, got " + std::to_string(options_.bound));
+  }
+  if (!late_) late_ = std::make_shared<LateRows>();
+}
+
+void Lateness::push(const Batch& batch, std::vector<Batch>& out) {
+  const int64_t n = batch.num_rows();
+  if (n == 0) return;
+  const int64_t* t = read_times(batch, time_index_, type_, widened_, label_, column_, rows_);
+  // Judge each row against the watermark of the rows before it; nothing is kept until the whole
+  // batch has passed (a late row under kError fails the input with none of the batch taken).
+  int64_t latest = latest_;
+  int64_t watermark = watermark_;
+  Run run;
+  run.times.reserve(static_cast<size_t>(n));
+  run.rows.reserve(static_cast<size_t>(n));
+  std::vector<int64_t> late;
+  bool sorted = true;
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t time = t[r];
+    if (time < watermark) {
+      if (options_.policy == LatePolicy::kError) late_error(rows_ + r, time, latest);
+      late.push_back(r);
+      continue;
+    }
+    sorted &= run.times.empty() || time >= run.times.back();
+    run.times.push_back(time);
+    run.rows.push_back(r);
+    if (time > latest) {
+      latest = time;
+      // Saturating: a time near INT64_MIN less the bound stays INT64_MIN.
+      const int64_t bounded = latest < INT64_MIN + options_.bound ? INT64_MIN : latest - options_.bound;
+      watermark = std::max(watermark, bounded);
+    }
+  }
+  if (!sorted) {
+    // Stable, so equal times keep their arrival order.
+    std::vector<size_t> order(run.rows.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return run.times[a] < run.times[b]; });
+    std::vector<int64_t> times(order.size());
+    std::vector<int64_t> rows(order.size());
+    for (size_t i = 0; i < order.size(); ++i) {
+      times[i] = run.times[order[i]];
+      rows[i] = run.rows[order[i]];
+    }
+    run.times = std::move(times);
+    run.rows = std::move(rows);
+  }
+  if (!late.empty()) {
+    LateRows::Chunk chunk{input_, {}, {}};
+    chunk.rows.reserve(late.size());
+    for (int64_t r : late) chunk.rows.push_back(rows_ + r);
+    if (options_.policy == LatePolicy::kSide) {
+      std::vector<Segment> segments;
+      for (int64_t r : late) append_row(segments, 0, r);
+      chunk.batch = gather(schema_, std::span<const Batch>(&batch, 1), segments);
+    }
+    late_->add(std::move(chunk));
+  }
+  rows_ += n;
+  latest_ = latest;
+  watermark_ = watermark;
+  if (!run.rows.empty()) {
+    held_ += static_cast<int64_t>(run.rows.size());
+    run.batch = batch;
+    runs_.push_back(std::move(run));
+  }
+  release(watermark_, out);
+}
+
+void Lateness::heartbeat(int64_t time, std::vector<Batch>& out) {
+  if (time < heartbeat_) {
+    throw Error(ErrorKind::kUnsorted, label_ + " sent a heartbeat at " + format_time_value(time, type_) +
+                                          ", earlier than its previous heartbeat at " +
+                                          format_time_value(heartbeat_, type_) + "; heartbeats must not go back");
+  }
+  heartbeat_ = time;
+  watermark_ = std::max(watermark_, time);
+  release(watermark_, out);
+}
+
+void Lateness::finish(std::vector<Batch>& out) { release(INT64_MAX, out); }
+
+void Lateness::release(int64_t upto, std::vector<Batch>& out) {
+  // Each run's rows at or below `upto` (a prefix: the run is sorted).
+  std::vector<Batch> sources;
+  std::vector<std::pair<size_t, size_t>> spans;  // per contributing run: [next, end)
+  std::vector<size_t> which;                     // its index in runs_
+  int64_t last = INT64_MIN;
+  bool concatenated = true;  // the runs' prefixes one after another are already in order
+  for (size_t j = 0; j < runs_.size(); ++j) {
+    Run& run = runs_[j];
+    const auto end = static_cast<size_t>(
+        std::upper_bound(run.times.begin() + static_cast<ptrdiff_t>(run.next), run.times.end(), upto) -
+        run.times.begin());
+    if (end == run.next) continue;
+    // Runs are in arrival order, so a tie between runs already sorts the earlier first.
+    concatenated &= run.times[run.next] >= last;
+    last = run.times[end - 1];
+    sources.push_back(run.batch);
+    spans.emplace_back(run.next, end);
+    which.push_back(j);
+  }
+  if (sources.empty()) return;
+
+  std::vector<Segment> segments;
+  int64_t released = 0;
+  if (concatenated) {
+    for (size_t s = 0; s < spans.size(); ++s) {
+      const Run& run = runs_[which[s]];
+      for (size_t i = spans[s].first; i < spans[s].second; ++i) append_row(segments, static_cast<uint32_t>(s), run.rows[i]);
+      released += static_cast<int64_t>(spans[s].second - spans[s].first);
+    }
+  } else {
+    // Interleaved runs: order their prefixes by time; stable over (run, position), which is
+    // arrival order, so ties keep it.
+    struct Entry {
+      int64_t time;
+      uint32_t source;
+      int64_t row;
+    };
+    std::vector<Entry> entries;
+    for (size_t s = 0; s < spans.size(); ++s) {
+      const Run& run = runs_[which[s]];
+      for (size_t i = spans[s].first; i < spans[s].second; ++i)
+        entries.push_back({run.times[i], static_cast<uint32_t>(s), run.rows[i]});
+    }
+    std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.time < b.time; });
+    for (const Entry& e : entries) append_row(segments, e.source, e.row);
+    released = static_cast<int64_t>(entries.size());
+  }
+  for (size_t s = 0; s < spans.size(); ++s) runs_[which[s]].next = spans[s].second;
+  std::erase_if(runs_, [](const Run& r) { return r.next == r.rows.size(); });
+  held_ -= released;
+
+  // Long segments leave as zero-copy slices of their batch; the short ones between them are
+  // gathered together into one batch.
+  constexpr int64_t kSliceRows = 256;
+  std::vector<Segment> shorts;
+  auto flush = [&] {
+    if (shorts.empty()) return;
+    out.push_back(gather(schema_, sources, shorts));
+    shorts.clear();
+  };
+  for (const Segment& seg : segments) {
+    if (seg.length >= kSliceRows) {
+      flush();
+      out.push_back(sources[seg.source].slice(seg.start, seg.length));
+    } else {
+      shorts.push_back(seg);
+    }
+  }
+  flush();
+}
+
+void Lateness::late_error(int64_t row, int64_t time, int64_t latest) const {
+  std::string why;
+  const bool by_bound = latest != INT64_MIN &&
+                        (latest < INT64_MIN + options_.bound ? INT64_MIN : latest - options_.bound) >= heartbeat_;
+  if (by_bound) {
+    why = "its latest time before it, " + format_time_value(latest, type_) + ", less the lateness of " +
+          std::to_string(options_.bound);
+  } else {
+    why = "its heartbeat at " + format_time_value(heartbeat_, type_);
+  }
+  throw Error(ErrorKind::kUnsorted, label_ + " is not sorted by '" + column_ + "' within its lateness: row " +
+                                        std::to_string(row) + " has " + format_time_value(time, type_) +
+                                        ", earlier than " + why +
+                                        " (raise lateness=, or pass late=\"drop\" or late=\"side\")");
+}
+
+namespace {
+
+class LatenessSource final : public BatchSource {
+ public:
+  LatenessSource(std::unique_ptr<BatchSource> input, Lateness lateness)
+      : input_(std::move(input)), lateness_(std::move(lateness)) {}
+
+  const std::shared_ptr<const Schema>& schema() const noexcept override { return input_->schema(); }
+
+  std::optional<Batch> next() override {
+    if (failed_) std::rethrow_exception(failed_);
+    try {
+      while (ready_.empty() && !done_) {
+        std::vector<Batch> out;
+        if (std::optional<Batch> b = input_->next()) {
+          lateness_.push(*b, out);
+        } else {
+          lateness_.finish(out);
+          done_ = true;
+        }
+        for (Batch& b : out) ready_.push_back(std::move(b));
+      }
+    } catch (...) {
+      failed_ = std::current_exception();
+      throw;
+    }
+    if (ready_.empty()) return std::nullopt;
+    Batch b = std::move(ready_.front());
+    ready_.pop_front();
+    return b;
+  }
+
+ private:
+  std::unique_ptr<BatchSource> input_;
+  Lateness lateness_;
+  std::deque<Batch> ready_;
+  bool done_ = false;
+  std::exception_ptr failed_;
+};
+
+}  // namespace
+
+std::unique_ptr<BatchSource> within_lateness(std::unique_ptr<BatchSource> input, uint32_t index, std::string label,
+                                             const std::string& column, LatenessOptions options,
+                                             std::shared_ptr<LateRows> late) {
+  Lateness lateness(index, std::move(label), input->schema(), column, options, std::move(late));
+  return std::make_unique<LatenessSource>(std::move(input), std::move(lateness));
+}
+
+}  // namespace pao::gate
