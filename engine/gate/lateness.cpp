@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <exception>
+#include <iterator>
 #include <numeric>
 #include <span>
 #include <optional>
@@ -87,18 +88,15 @@ void Lateness::push(const Batch& batch, std::vector<Batch>& out) {
     }
   }
   if (!sorted) {
-    // Stable, so equal times keep their arrival order.
-    std::vector<size_t> order(run.rows.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return run.times[a] < run.times[b]; });
-    std::vector<int64_t> times(order.size());
-    std::vector<int64_t> rows(order.size());
-    for (size_t i = 0; i < order.size(); ++i) {
-      times[i] = run.times[order[i]];
-      rows[i] = run.rows[order[i]];
+    // Stable, so equal times keep their arrival order; (time, row) pairs side by side, so the
+    // sort reads no other array.
+    std::vector<std::pair<int64_t, int64_t>> pairs(run.rows.size());
+    for (size_t i = 0; i < pairs.size(); ++i) pairs[i] = {run.times[i], run.rows[i]};
+    std::stable_sort(pairs.begin(), pairs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      run.times[i] = pairs[i].first;
+      run.rows[i] = pairs[i].second;
     }
-    run.times = std::move(times);
-    run.rows = std::move(rows);
   }
   if (!late.empty()) {
     LateRows::Chunk chunk{input_, {}, {}};
@@ -166,22 +164,31 @@ void Lateness::release(int64_t upto, std::vector<Batch>& out) {
       released += static_cast<int64_t>(spans[s].second - spans[s].first);
     }
   } else {
-    // Interleaved runs: order their prefixes by time; stable over (run, position), which is
-    // arrival order, so ties keep it.
+    // Interleaved runs: merge their sorted prefixes one run at a time, in arrival order.
+    // std::merge is stable (of equal times, the first range's come first), and the first range
+    // holds the earlier runs, so ties keep arrival order. Held runs are few (those within the
+    // bound of the latest time), so the repeated merges cost O(rows x runs), not a sort.
     struct Entry {
       int64_t time;
       uint32_t source;
       int64_t row;
     };
-    std::vector<Entry> entries;
+    std::vector<Entry> merged;
+    std::vector<Entry> next;
+    std::vector<Entry> run_entries;
     for (size_t s = 0; s < spans.size(); ++s) {
       const Run& run = runs_[which[s]];
+      run_entries.clear();
       for (size_t i = spans[s].first; i < spans[s].second; ++i)
-        entries.push_back({run.times[i], static_cast<uint32_t>(s), run.rows[i]});
+        run_entries.push_back({run.times[i], static_cast<uint32_t>(s), run.rows[i]});
+      next.clear();
+      next.reserve(merged.size() + run_entries.size());
+      std::merge(merged.begin(), merged.end(), run_entries.begin(), run_entries.end(), std::back_inserter(next),
+                 [](const Entry& a, const Entry& b) { return a.time < b.time; });
+      merged.swap(next);
     }
-    std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.time < b.time; });
-    for (const Entry& e : entries) append_row(segments, e.source, e.row);
-    released = static_cast<int64_t>(entries.size());
+    for (const Entry& e : merged) append_row(segments, e.source, e.row);
+    released = static_cast<int64_t>(merged.size());
   }
   for (size_t s = 0; s < spans.size(); ++s) runs_[which[s]].next = spans[s].second;
   std::erase_if(runs_, [](const Run& r) { return r.next == r.rows.size(); });
