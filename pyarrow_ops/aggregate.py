@@ -6,11 +6,13 @@ from __future__ import annotations
 import atexit
 import datetime as dt
 import threading
+import time as time_module
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pyarrow_ops import _engine
 from pyarrow_ops.aggregates import Agg
@@ -203,6 +205,24 @@ def aggregate(
             stream.close()
 
 
+def _seconds(value: float | dt.timedelta | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"idle_timeout must be positive seconds or a datetime.timedelta, got {value!r}")
+    return float(value)
+
+
+def _latest_time(batch: Any, time: str, time_type: pa.DataType) -> int | None:
+    """The greatest time of a pushed batch as the column's stored integer (None when empty)."""
+    column = pa.record_batch(batch).column(time)
+    if len(column) == 0:
+        return None
+    return pc.max(column.cast(pa.int32() if pa.types.is_date32(time_type) else pa.int64())).as_py()
+
+
 def _time_value(value: Any, time_type: pa.DataType) -> int:
     """A heartbeat time as the column's stored integer."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -240,7 +260,8 @@ class LiveAggregate:
     def __init__(self, schema: pa.Schema, inputs: int, *, time: str, key: str | list[str] | None = None,
                  window: Window, aggs: Mapping[str, Agg], design: Design = "auto",
                  update_threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
-                 lateness: Lateness = None, late: Late = "error") -> None:
+                 lateness: Lateness = None, late: Late = "error", idle_timeout: float | dt.timedelta | None = None,
+                 clock: Callable[[], float] | None = None) -> None:
         if isinstance(inputs, bool) or not isinstance(inputs, int) or inputs < 1:
             raise ValueError(f"inputs must be a positive int, got {inputs!r}")
         _check(design, None, batch_size, window, update_threads)
@@ -250,41 +271,93 @@ class LiveAggregate:
                 f"time column '{time}' not found in the schema; its columns are: {', '.join(schema.names)}")
         self.schema = schema
         self.inputs = inputs
+        self._time = time
         self._time_type = schema.field(time).type
         options = _engine.AggregateOptions(
             _query(time, _keys(key), window, _aggs(aggs), self._time_type), update_threads=update_threads or 0,
             batch_size=batch_size, flush_each_window=True)
         input_bounds = bounds(lateness, late, inputs, self._time_type)
+        self._idle_timeout = _seconds(idle_timeout)
+        if clock is not None and not callable(clock):
+            raise TypeError(f"clock must be a function returning seconds, got {type(clock).__name__}")
         native, self._handle = _engine.aggregate(
             [], options, _design(design), schema=schema.__arrow_c_schema__(), push_inputs=inputs)
         self._result = AggregateResult(native, self._handle)
+        # Per input, under its lock: whether it is closed, and its floor, the latest time it has
+        # promised the engine (its latest row's or heartbeat's; with lateness its watermark). One
+        # lock per input: a lateness buffer is not thread-safe, and an input's calls must reach the
+        # engine in the order they were made.
+        self._locks = [threading.Lock() for _ in range(inputs)]
+        self._closed = [False] * inputs
+        self._floors: list[int | None] = [None] * inputs
         # With lateness: each input's rows go through its own reorder buffer (gate/lateness.h), and
         # the engine hears its watermark as a heartbeat, so readiness waits no longer than the
-        # bound requires. One lock per input: a buffer is not thread-safe, and one input's
-        # pushes must reach the engine in the order they were released.
+        # bound requires.
         self._lateness: list[Any] | None = None
         if input_bounds is not None:
             log = LateLog(schema, late, inputs)
             self._result._late_logs.append(log)
             self._lateness = [_engine.Lateness(schema.__arrow_c_schema__(), i, f"input {i}", time, b, late, log.rows)
                               for i, b in enumerate(input_bounds)]
-            self._locks = [threading.Lock() for _ in range(inputs)]
-            self._watermarks = [None] * inputs
-            self._closed = [False] * inputs
+        # Idle inputs (idle_timeout): processing time from `clock`; an input silent for the timeout
+        # is heartbeated to the least floor of the inputs that are not idle, again whenever that
+        # moves, until it speaks. _idle_lock guards the activity times and the periods; it is
+        # taken after an input's lock, never before.
+        self._clock = clock or time_module.monotonic
+        self._started = self._clock()
+        self._idle_lock = threading.Lock()
+        self._active_at = [self._started] * inputs
+        self._idle: list[dict[str, Any] | None] = [None] * inputs  # the open idle period, per input
+        self._idle_periods: list[dict[str, Any]] = []
+        self._stop_watch = threading.Event()
+        if self._idle_timeout is not None and clock is None:
+            watcher = threading.Thread(target=self._watch, name="pyarrow-ops idle inputs", daemon=True)
+            watcher.start()
+
+    def _watch(self) -> None:
+        # A real clock: look for idle inputs a few times per timeout until the run ends.
+        while not self._stop_watch.wait(self._idle_timeout / 4):
+            if all(self._closed):
+                return
+            try:
+                self.check_idle()
+            except Exception:  # the run failed or was cancelled: its consumer hears of it
+                return
 
     def _refuse_if_closed(self, input: int, call: str) -> None:
-        # As the engine does (before the buffer takes anything), under self._locks[input].
+        # As the engine does, before anything changes; under self._locks[input].
         if self._closed[input]:
             raise _engine.UsageError(f"{call}() on input {input}, which is closed: close() promised it sends "
                                      "nothing more; the call changed nothing")
 
     def _forward(self, input: int, released: list[Any], watermark: int | None) -> None:
-        # Under self._locks[input].
+        # Under self._locks[input]: rows a lateness buffer released, then its watermark.
         for batch in released:
             self._handle.push(input, *batch.__arrow_c_array__())
-        if watermark is not None and watermark != self._watermarks[input] and watermark > -(2**63):
+        if watermark is not None and watermark > -(2**63) and watermark != self._floors[input]:
             self._handle.heartbeat(input, watermark)
-            self._watermarks[input] = watermark
+            self._floors[input] = watermark
+
+    def _promise(self, input: int, value: int) -> None:
+        # Under self._locks[input]: a heartbeat at `value`.
+        if self._lateness is None:
+            self._handle.heartbeat(input, value)
+            self._floors[input] = value if self._floors[input] is None else max(self._floors[input], value)
+        else:
+            buffer = self._lateness[input]
+            self._forward(input, buffer.heartbeat(value), buffer.watermark)
+
+    def _spoke(self, input: int) -> None:
+        # After a call of `input`: it is active, and an idle period of it ends.
+        if self._idle_timeout is None:
+            return
+        with self._idle_lock:
+            now = self._clock()
+            self._active_at[input] = now
+            if self._idle[input] is not None:
+                self._idle[input]["to_s"] = now - self._started
+                self._idle[input] = None
+        self.check_idle()
 
     def _input(self, input: int) -> int:
         if isinstance(input, bool) or not isinstance(input, int) or not 0 <= input < self.inputs:
@@ -303,39 +376,78 @@ class LiveAggregate:
             batch = conform(batch, self.schema)
         schema_capsule, array_capsule = batch.__arrow_c_array__()
         input = self._input(input)
-        if self._lateness is None:
-            self._handle.push(input, schema_capsule, array_capsule)
-            return
         with self._locks[input]:
             self._refuse_if_closed(input, "push")
-            buffer = self._lateness[input]
-            self._forward(input, buffer.push(schema_capsule, array_capsule), buffer.watermark)
+            if self._lateness is not None:
+                buffer = self._lateness[input]
+                self._forward(input, buffer.push(schema_capsule, array_capsule), buffer.watermark)
+            else:
+                latest = _latest_time(batch, self._time, self._time_type) if self._idle_timeout is not None else None
+                self._handle.push(input, schema_capsule, array_capsule)
+                if latest is not None:
+                    self._floors[input] = latest if self._floors[input] is None else max(self._floors[input], latest)
+        self._spoke(input)
 
     def heartbeat(self, input: int, time: Any) -> None:
         """Promises that ``input`` sends nothing earlier than ``time``. :class:`UsageError` if
         ``input`` was closed. With ``lateness``, a row of ``input`` earlier than ``time`` that
         comes after it is late."""
         input, value = self._input(input), _time_value(time, self._time_type)
-        if self._lateness is None:
-            self._handle.heartbeat(input, value)
-            return
         with self._locks[input]:
             self._refuse_if_closed(input, "heartbeat")
-            buffer = self._lateness[input]
-            self._forward(input, buffer.heartbeat(value), buffer.watermark)
+            self._promise(input, value)
+        self._spoke(input)
 
     def close(self, input: int) -> None:
         """``input`` sends nothing more. Closing it again raises :class:`UsageError`, as does any
         later push or heartbeat on it: each is refused whole, so nothing is lost or held."""
         input = self._input(input)
-        if self._lateness is None:
-            self._handle.close(input)
-            return
         with self._locks[input]:
             self._refuse_if_closed(input, "close")
-            self._forward(input, self._lateness[input].finish(), None)
+            if self._lateness is not None:
+                self._forward(input, self._lateness[input].finish(), None)
             self._handle.close(input)
             self._closed[input] = True
+        self._spoke(input)
+        if all(self._closed):
+            self._stop_watch.set()
+
+    def check_idle(self) -> None:
+        """With ``idle_timeout``: every open input silent (no push, heartbeat or close) for the
+        timeout by ``clock`` is idle, and is heartbeated to the least floor (latest promised time)
+        of the open inputs that are not idle (all being idle: of those that have a floor), so it
+        stops holding them back; its rows must then
+        still come in order from there (or within its ``lateness``, whose policy takes the rest).
+        Runs by itself, a few times per timeout, with the default clock; call it after moving an
+        injected clock."""
+        if self._idle_timeout is None:
+            return
+        with self._idle_lock:
+            now = self._clock()
+            idle = []
+            for i in range(self.inputs):
+                if self._closed[i]:
+                    continue
+                if self._idle[i] is None and now - self._active_at[i] >= self._idle_timeout:
+                    self._idle[i] = {"input": i, "from_s": self._active_at[i] + self._idle_timeout - self._started,
+                                     "to_s": None}
+                    self._idle_periods.append(self._idle[i])
+                if self._idle[i] is not None:
+                    idle.append(i)
+            others = [i for i in range(self.inputs) if not self._closed[i] and self._idle[i] is None]
+        if not idle:
+            return
+        if not others:
+            # Every open input is idle: the quiet ones that never spoke stop holding back what
+            # the others have sent; nobody is moved past the least time an input has reached.
+            others = [i for i in idle if self._floors[i] is not None]
+        if not others or any(self._floors[i] is None for i in others):
+            return  # an input still speaking has promised nothing yet: wait for it
+        target = min(self._floors[i] for i in others)  # type: ignore[type-var]
+        for i in idle:
+            with self._locks[i]:
+                if not self._closed[i] and (self._floors[i] is None or self._floors[i] < target):
+                    self._promise(i, target)
 
     @property
     def late(self) -> pa.Table | None:
@@ -344,13 +456,20 @@ class LiveAggregate:
 
     def cancel(self) -> None:
         """Stops the run; waiting pushes and the consumer return."""
+        self._stop_watch.set()
         self._handle.cancel()
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         return iter(self._result)
 
     def stats(self) -> dict[str, Any]:
-        return self._result.stats()
+        """:meth:`AggregateResult.stats`, and ``idle``: with ``idle_timeout``, each period an input
+        was idle, ``from_s`` and ``to_s`` (None while it lasts) in seconds of ``clock`` since the
+        start."""
+        d = self._result.stats()
+        with self._idle_lock:
+            d["idle"] = [dict(p) for p in self._idle_periods]
+        return d
 
     def __enter__(self) -> LiveAggregate:
         return self
@@ -373,6 +492,8 @@ def live_aggregate(
     batch_size: int = DEFAULT_BATCH_SIZE,
     lateness: Lateness = None,
     late: Late = "error",
+    idle_timeout: float | dt.timedelta | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> LiveAggregate:
     """The push-based streaming form of :func:`aggregate`: a :class:`LiveAggregate` that producers
     push record batches of ``schema`` into, per input, and a consumer iterates.
@@ -381,7 +502,9 @@ def live_aggregate(
     many inputs, 0 to ``inputs`` - 1) instead of the inputs themselves; :class:`LiveAggregate` has an
     example with producer threads. With ``lateness``, pushes may be out of time order within the
     bound: each input's rows wait in a buffer until its latest time less the bound passes them (or
-    a heartbeat or ``close`` releases them), and windows close accordingly.
+    a heartbeat or ``close`` releases them), and windows close accordingly. With ``idle_timeout``
+    (seconds or a timedelta of ``clock``, default ``time.monotonic``), an input silent that long
+    stops holding the others back (:meth:`LiveAggregate.check_idle`; ``stats()["idle"]``).
 
     >>> import pyarrow as pa, pyarrow_ops as po
     >>> schema = pa.schema([("t", pa.int64()), ("k", pa.int64())])
@@ -392,4 +515,5 @@ def live_aggregate(
     [(0, 7, 2), (10, 7, 1)]
     """
     return LiveAggregate(schema, inputs, time=time, key=key, window=window, aggs=aggs, design=design,
-                         update_threads=update_threads, batch_size=batch_size, lateness=lateness, late=late)
+                         update_threads=update_threads, batch_size=batch_size, lateness=lateness, late=late,
+                         idle_timeout=idle_timeout, clock=clock)

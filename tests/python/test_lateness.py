@@ -159,20 +159,29 @@ def test_live_aggregate_within_lateness_equals_the_model(case, design, max_rows)
     live = po.live_aggregate(tables[0].schema, len(tables), time="t", key="k", window=po.tumbling(5),
                              aggs={"n": po.count(), "s": po.sum("v")}, design=design, lateness=lateness, late=late)
     got_batches: list[pa.RecordBatch] = []
-    consumer = threading.Thread(target=lambda: got_batches.extend(live))  # pushes wait while the engine is full
+    consumer = threading.Thread(target=lambda: got_batches.extend(live))
     consumer.start()
-    pending = [list(split(t, rng, max_rows)) for t in tables]
-    for i in range(len(tables)):
-        if not pending[i]:
-            live.close(i)
-    while any(pending):
-        i = int(rng.choice([j for j, p in enumerate(pending) if p]))
-        rest = [t for b in pending[i] for t in b.column(0).to_pylist()]
-        if rest and rng.random() < 0.3:
-            live.heartbeat(i, min(rest))  # no row after it is earlier
-        live.push(i, pending[i].pop(0))
-        if not pending[i]:
-            live.close(i)
+    # One producer per input, as live sources are: one thread pushing every input would wait on
+    # back-pressure for an input only it can advance.
+    plans = []
+    for t in tables:
+        pieces = list(split(t, rng, max_rows))
+        plans.append([(rng.random() < 0.3, b) for b in pieces])
+
+    def produce(i):
+        pending = plans[i]
+        for k, (beat, batch) in enumerate(pending):
+            rest = [t for _, b in pending[k:] for t in b.column(0).to_pylist()]
+            if beat and rest:
+                live.heartbeat(i, min(rest))  # no row after it is earlier
+            live.push(i, batch)
+        live.close(i)
+
+    producers = [threading.Thread(target=produce, args=(i,)) for i in range(len(tables))]
+    for p in producers:
+        p.start()
+    for p in producers:
+        p.join()
     consumer.join()
     got = pa.Table.from_batches(got_batches, schema=live._result.schema)
     want = reference_aggregate(cleaned, time="t", key=["k"], size=5, advance=5, offset=0,
@@ -232,3 +241,94 @@ def test_live_lateness_releases_by_watermark_heartbeat_and_close():
     assert live.late.to_pydict() == {"t": [3, 2, 24], "v": [0.0] * 3, "input": [0, 0, 0], "row": [3, 5, 7]}
     with pytest.raises(po.UsageError, match="push\\(\\) on input 0, which is closed"):
         live.push(0, pa.record_batch({"t": [50], "v": [0.0]}, schema=schema))
+
+
+class FakeClock:
+    """Processing time the test moves by hand: idle timeouts without sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_idle_input_stops_holding_the_others_back():
+    """idle_timeout by an injected clock: an input silent for the timeout is heartbeated to the
+    least floor of the inputs still speaking, windows close exactly then, the idle period is
+    reported, and the input's rows must respect that promise once it speaks again."""
+    schema = pa.schema([("t", pa.int64()), ("v", pa.float64())])
+    clock = FakeClock()
+    live = po.live_aggregate(schema, 2, time="t", window=po.tumbling(10), aggs={"n": po.count()},
+                             idle_timeout=5, clock=clock)
+    it = iter(live)
+
+    def push(i, times):
+        live.push(i, pa.record_batch({"t": times, "v": [0.0] * len(times)}, schema=schema))
+
+    push(0, [1, 5, 12, 25])
+    push(1, [0])
+    clock.now = 3.0
+    push(0, [26])
+    clock.now = 4.9
+    live.check_idle()
+    assert live.stats()["idle"] == []
+    clock.now = 6.0  # input 1 silent since 0: idle from 5; input 0 spoke at 3
+    live.check_idle()
+    assert live.stats()["idle"] == [{"input": 1, "from_s": 5.0, "to_s": None}]
+    # Input 1 now promises 26 (input 0's latest time): [0, 10) and [10, 20) are final.
+    rows = []
+    while len(rows) < 2:
+        rows += next(it).to_pylist()
+    assert rows == [{"window_start": 0, "window_end": 10, "n": 3}, {"window_start": 10, "window_end": 20, "n": 1}]
+    clock.now = 7.0
+    push(1, [26])  # speaks again, in order from its promise
+    assert live.stats()["idle"] == [{"input": 1, "from_s": 5.0, "to_s": 7.0}]
+    clock.now = 13.0  # silent again (input 0 since 3): both idle, nobody to advance to
+    live.check_idle()
+    assert [p["input"] for p in live.stats()["idle"] if p["to_s"] is None] == [0, 1]
+    clock.now = 14.0
+    push(0, [40])  # input 0 speaks: input 1 is promised 40
+    with pytest.raises(po.UnsortedInputError, match="input 1 is not sorted by 't': row 2 has 30, earlier than its "
+                                                    "heartbeat at 40"):
+        push(1, [30])
+    live.cancel()
+
+
+def test_an_idle_input_with_lateness_sends_its_late_rows_to_the_policy():
+    schema = pa.schema([("t", pa.int64()), ("v", pa.float64())])
+    clock = FakeClock()
+    live = po.live_aggregate(schema, 2, time="t", window=po.tumbling(10), aggs={"n": po.count()},
+                             lateness=2, late="side", idle_timeout=dt.timedelta(seconds=5), clock=clock)
+    got: list[dict] = []
+    consumer = threading.Thread(target=lambda: got.extend(r for b in live for r in b.to_pylist()))
+    consumer.start()
+    live.push(0, pa.record_batch({"t": [1, 12, 31], "v": [0.0] * 3}, schema=schema))
+    clock.now = 5.0  # both silent since 0: both idle; input 1, which never spoke, goes to input 0's 29
+    live.check_idle()
+    assert [p["input"] for p in live.stats()["idle"]] == [0, 1]
+    clock.now = 6.0
+    live.push(0, pa.record_batch({"t": [33], "v": [0.0]}, schema=schema))  # input 0 speaks: 1 goes to 31
+    live.push(1, pa.record_batch({"t": [20, 32], "v": [0.0, 0.0]}, schema=schema))  # 20 < 31: late
+    live.close(0)
+    live.close(1)
+    consumer.join()
+    assert got == [{"window_start": 0, "window_end": 10, "n": 1}, {"window_start": 10, "window_end": 20, "n": 1},
+                   {"window_start": 30, "window_end": 40, "n": 3}]
+    assert live.late.to_pydict() == {"t": [20], "v": [0.0], "input": [1], "row": [0]}
+    periods = live.stats()["idle"]
+    assert [(p["input"], p["from_s"], p["to_s"]) for p in periods] == [(0, 5.0, 6.0), (1, 5.0, 6.0)]
+
+
+def test_idle_timeout_with_the_real_clock_runs_by_itself():
+    """The default clock: a watcher thread finds the idle input; the consumer gets its windows
+    while input 1 never speaks."""
+    schema = pa.schema([("t", pa.int64())])
+    live = po.live_aggregate(schema, 2, time="t", window=po.tumbling(10), aggs={"n": po.count()}, idle_timeout=0.05)
+    it = iter(live)
+    live.push(0, pa.record_batch({"t": [1, 2, 15]}, schema=schema))
+    assert next(it).to_pylist() == [{"window_start": 0, "window_end": 10, "n": 2}]
+    assert 1 in {p["input"] for p in live.stats()["idle"]}
+    live.cancel()
+    with pytest.raises(ValueError, match="idle_timeout must be positive"):
+        po.live_aggregate(schema, 1, time="t", window=po.tumbling(10), aggs={"n": po.count()}, idle_timeout=0)
