@@ -27,15 +27,19 @@ import pyarrow_ops as po
 from benchmarks.aggregate import QUERIES, _engine_aggs, workload
 
 
-def shuffled_within(table: pa.Table, bound: int) -> pa.Table:
-    """Rows reordered by time + jitter(time), jitter in [0, bound]: a row is never more than the
-    bound behind a row that arrives before it, and equal times keep their order."""
-    times = table.column("time").cast(pa.int64()).to_numpy()
+def arrival_within(times: np.ndarray, bound: int) -> np.ndarray:
+    """An arrival order of rows with these (sorted) times: by time + jitter(time), jitter in
+    [0, bound], so a row is never more than the bound behind a row that arrives before it, and
+    equal times keep their order."""
     # A multiplicative hash's high bits (a plain product modulo the bound can be monotone in time).
     hashed = (times.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(33)
     jitter = (hashed % np.uint64(bound + 1)).astype(np.int64)
-    order = np.argsort(times + jitter, kind="stable")
-    return table.take(pa.array(order))
+    return np.argsort(times + jitter, kind="stable")
+
+
+def shuffled_within(table: pa.Table, bound: int) -> pa.Table:
+    """The table's rows in the arrival order of :func:`arrival_within`."""
+    return table.take(pa.array(arrival_within(table.column("time").cast(pa.int64()).to_numpy(), bound)))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -23,26 +23,18 @@ import numpy as np
 import pyarrow as pa
 
 import pyarrow_ops as po
+from benchmarks.lateness import arrival_within
+from benchmarks.memory import rss_mib
 
 METERS = 243
 
 
-def rss_mib() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def batch_at(first_step: int, rows: int, bound: int, rng: np.random.Generator) -> pa.RecordBatch:
     """`rows` readings from step `first_step` on (METERS per millisecond step), arriving shuffled
-    within `bound` ms (sorted by time plus a jitter of the time alone, so never more than the bound
-    behind an earlier arrival)."""
+    within `bound` ms (benchmarks.lateness.arrival_within)."""
     index = np.arange(rows, dtype=np.int64)
     times = first_step + index // METERS
-    jitter = ((times.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(33)) % np.uint64(bound + 1)
-    order = np.argsort(times + jitter.astype(np.int64), kind="stable")
+    order = arrival_within(times, bound)
     return pa.record_batch({"time": times[order], "meter": (index % METERS)[order],
                             "kwh": rng.random(rows)})
 
