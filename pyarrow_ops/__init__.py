@@ -18,14 +18,14 @@ from pyarrow_ops.io import Result
 from pyarrow_ops.merge import merge
 from pyarrow_ops.pipeline import GraphResult, LiveInput, Pipeline, PipelineResult, Step, explain, plan, run, union
 from pyarrow_ops.plot import plot_thread_levels
-from pyarrow_ops.windows import Window, sliding, tumbling
+from pyarrow_ops.windows import Session, Window, session, sliding, tumbling
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DESIGNS", "Agg", "AggregateResult", "Design", "Experiment", "Expr", "GraphResult", "LiveAggregate", "LiveInput",
-    "Pipeline", "PipelineResult", "Result", "Step", "Window",
+    "Pipeline", "PipelineResult", "Result", "Session", "Step", "Window",
     "aggregate", "col", "count", "explain", "first", "last", "lit", "live_aggregate", "max", "mean", "merge", "min",
     "plan", "plot_thread_levels", "run",
-    "sliding", "sum", "tumbling", "union", *errors.__all__,
+    "session", "sliding", "sum", "tumbling", "union", *errors.__all__,
 ]

@@ -20,7 +20,7 @@ from pyarrow_ops.experiment import NONE as NO_EXPERIMENT
 from pyarrow_ops.experiment import Experiment
 from pyarrow_ops.io import Input, Result, as_input_list, as_streams, conform
 from pyarrow_ops.lateness import Late, LateLog, Lateness, bounds, within
-from pyarrow_ops.windows import Window
+from pyarrow_ops.windows import Session, Window
 
 # The designs by name, for type checkers (design="fastest" is an error before it runs) and at run time.
 Design = Literal["auto", "mq", "mqlf", "tumlsc", "sliced", "tumlmc", "wiml"]
@@ -68,12 +68,15 @@ def _design(design: Design) -> _engine.Design | None:
     return None if design == "auto" else _engine.Design[design]
 
 
-def _query(time: str, keys: list[str], window: Window, aggs: list[tuple[str, str, str]],
+def _query(time: str, keys: list[str], window: Window | Session, aggs: list[tuple[str, str, str]],
            time_type: pa.DataType) -> _engine.AggregateQuery:
+    if isinstance(window, Session):  # the fixed window is unused (window/sessions.h)
+        return _engine.AggregateQuery(time, keys, _engine.WindowSpec(1, 1, 0), _agg_specs(aggs),
+                                      session_gap=window.resolve(time_type))
     return _engine.AggregateQuery(time, keys, _engine.WindowSpec(*window.resolve(time_type)), _agg_specs(aggs))
 
 
-def _check(design: str, threads: int | None, batch_size: int, window: Window,
+def _check(design: str, threads: int | None, batch_size: int, window: Window | Session,
            update_threads: int | None = None) -> None:
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {', '.join(map(repr, DESIGNS))}, got {design!r}")
@@ -82,8 +85,8 @@ def _check(design: str, threads: int | None, batch_size: int, window: Window,
             raise ValueError(f"{name} must be a positive int or None, got {value!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    if not isinstance(window, Window):
-        raise TypeError(f"window must be po.sliding(...) or po.tumbling(...), got {window!r}")
+    if not isinstance(window, (Window, Session)):
+        raise TypeError(f"window must be po.sliding(...), po.tumbling(...) or po.session(...), got {window!r}")
 
 
 # Runs not yet garbage collected. At interpreter exit their engine threads are stopped and joined
@@ -122,7 +125,7 @@ def aggregate(
     *,
     time: str,
     key: str | list[str] | None = None,
-    window: Window,
+    window: Window | Session,
     aggs: Mapping[str, Agg],
     design: Design = "auto",
     threads: int | None = None,
@@ -258,7 +261,7 @@ class LiveAggregate:
     """
 
     def __init__(self, schema: pa.Schema, inputs: int, *, time: str, key: str | list[str] | None = None,
-                 window: Window, aggs: Mapping[str, Agg], design: Design = "auto",
+                 window: Window | Session, aggs: Mapping[str, Agg], design: Design = "auto",
                  update_threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
                  lateness: Lateness = None, late: Late = "error", idle_timeout: float | dt.timedelta | None = None,
                  clock: Callable[[], float] | None = None) -> None:
@@ -485,7 +488,7 @@ def live_aggregate(
     *,
     time: str,
     key: str | list[str] | None = None,
-    window: Window,
+    window: Window | Session,
     aggs: Mapping[str, Agg],
     design: Design = "auto",
     update_threads: int | None = None,

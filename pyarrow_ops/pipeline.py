@@ -20,7 +20,7 @@ from pyarrow_ops.experiment import Experiment
 from pyarrow_ops.expr import Expr, col
 from pyarrow_ops.io import Input, Result, as_input_list, as_streams, conform
 from pyarrow_ops.lateness import Late, LateLog, Lateness, bounds, check_late, within
-from pyarrow_ops.windows import Window, in_units
+from pyarrow_ops.windows import Session, Window, in_units
 
 # Each option's names as a Literal (for type checkers) and as a tuple (checked at run time).
 Scheduler = Literal["ct", "lp", "et", "qst"]
@@ -312,6 +312,10 @@ class Pipeline:
         ``by_window=True`` every key's windows close together when the stream's time passes them,
         a window set at a time in window-start order, keys ascending, exactly as ``aggregate()``
         (stateful: one worker), which is what a ``top_k(per="window_start")`` after it needs."""
+        if isinstance(window, Session):
+            raise TypeError("window_aggregate does not take session windows yet; po.aggregate() and "
+                            "po.live_aggregate() do (window=po.session(gap)), and sessionize() then running() "
+                            "numbers and aggregates sessions in a pipeline")
         if not isinstance(window, Window):
             raise TypeError(f"window must be po.sliding(...) or po.tumbling(...), got {window!r}")
         return self._add("window_aggregate", _keys(key), window, _aggs(aggs), bool(by_window))

@@ -30,6 +30,37 @@ class Window:
                      (("size", self.size), ("advance", self.advance), ("offset", self.offset)))
 
 
+@dataclass(frozen=True)
+class Session:
+    """Session windows: per key, a run of the key's tuples each at most ``gap`` after the one
+    before (a tuple more than ``gap`` after its key's previous one starts a new session, as
+    ``Pipeline.sessionize`` numbers them). One row per session: ``window_start`` its first tuple's
+    time, ``window_end`` its last tuple's time + ``gap``. Build one with :func:`session`."""
+
+    gap: Duration
+
+    def resolve(self, time_type: pa.DataType) -> int:
+        """The gap as an int in the unit of a time column of ``time_type`` (at least 0)."""
+        gap = in_units(self.gap, "session gap", time_type)
+        if gap < 0:
+            raise ValueError(f"session gap must be at least 0, got {self.gap!r}")
+        return gap
+
+
+def session(gap: Duration) -> Session:
+    """Session windows with ``gap`` (an int in the time column's unit, or a timedelta), for
+    :func:`pyarrow_ops.aggregate` and :func:`pyarrow_ops.live_aggregate`: rows leave in
+    ``window_end`` order (keys ascending for equal ends) as soon as every input has passed the end.
+
+    >>> import pyarrow as pa, pyarrow_ops as po
+    >>> clicks = pa.table({"t": [0, 5, 30, 31, 90], "user": [1, 1, 1, 2, 1]})
+    >>> out = po.aggregate(clicks, time="t", key="user", window=po.session(10), aggs={"n": po.count()})
+    >>> [(r["window_start"], r["window_end"], r["user"], r["n"]) for r in out.to_arrow().to_pylist()]
+    [(0, 15, 1, 2), (30, 40, 1, 1), (31, 41, 2, 1), (90, 100, 1, 1)]
+    """
+    return Session(gap)
+
+
 def sliding(size: Duration, advance: Duration, offset: Duration = 0) -> Window:
     """Sliding windows of length ``size`` starting every ``advance``.
 

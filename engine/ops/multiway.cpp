@@ -29,6 +29,10 @@ const char* design_name(Design d) noexcept {
 }
 
 Design choose_design(const Schema& input, const window::AggregateQuery& query) {
+  if (query.session_gap) {
+    const window::SessionAggregate probe(input, query, 1);  // validates the query
+    return Design::kTuMLSC;  // of the designs that compute sessions, the one that merges on several threads
+  }
   const window::WindowOutput probe(input, query, 1);  // validates the query
   if (query.window.slices_per_window() > window::WHive::kMaxSlicesPerWindow) return Design::kTuMLSC;
   // WiML whatever the number of inputs and producer threads, pulled or pushed: with no merge, its
@@ -74,8 +78,13 @@ MultiwayAggregate::MultiwayAggregate(std::shared_ptr<const Schema> input_schema,
     case Design::kMQ:
     case Design::kMQLF:
     case Design::kTuMLSC:
-      agg_ = std::make_unique<window::WindowAggregate>(*input_schema_, q, options_.batch_size);
-      out_ = agg_.get();
+      if (q.session_gap) {
+        sessions_ = std::make_unique<window::SessionAggregate>(*input_schema_, q, options_.batch_size);
+        out_ = sessions_.get();
+      } else {
+        agg_ = std::make_unique<window::WindowAggregate>(*input_schema_, q, options_.batch_size);
+        out_ = agg_.get();
+      }
       break;
     case Design::kSliced:
       hive_ = std::make_unique<window::WHive>(*input_schema_, q, options_.batch_size, 1, window::HiveMode::kSingle);
@@ -105,7 +114,8 @@ MultiwayAggregate::MultiwayAggregate(std::shared_ptr<const Schema> input_schema,
     out_->record_ends(&emitted_ends_);
   }
   const DataType& type = input_schema_->fields[time_index_].type;
-  const window::TimeBounds bounds = window::time_bounds_for(options_.query.window, type);
+  const window::TimeBounds bounds = q.session_gap ? window::session_time_bounds(*q.session_gap, type)
+                                                  : window::time_bounds_for(options_.query.window, type);
   for (size_t i = 0; i < inputs_; ++i) {
     times_.push_back(std::make_unique<gate::InputTimes>(static_cast<uint32_t>(i), options_.query.time_column,
                                                         time_index_, type));
@@ -218,6 +228,8 @@ std::optional<Batch> MultiwayAggregate::next_merged() {
   const auto advance = [&](int64_t watermark) {
     if (agg_) {
       agg_->advance(watermark);
+    } else if (sessions_) {
+      sessions_->advance(watermark);
     } else {
       hive_->emit(watermark);
     }
@@ -233,6 +245,8 @@ std::optional<Batch> MultiwayAggregate::next_merged() {
         tuples_.store(tuples_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         if (agg_) {
           agg_->add(*r.tuple.batch, r.tuple.row, r.tuple.time);
+        } else if (sessions_) {
+          sessions_->add(*r.tuple.batch, r.tuple.row, r.tuple.time);
         } else {
           hive_->emit(r.tuple.time);
           // Never busy: emit(t) released every slice whose windows end at or before t.

@@ -30,6 +30,7 @@
 #include "gate/times.h"
 #include "sync/cache_line.h"
 #include "sync/wakeup.h"
+#include "window/sessions.h"
 #include "window/whive.h"
 
 namespace pao::ops {
@@ -150,6 +151,7 @@ class MultiwayAggregate : public BatchSource {
   std::unique_ptr<Intake> intake_;  // kWiML
   Intake* in_ = nullptr;            // feed_ or intake_
   std::unique_ptr<window::WindowAggregate> agg_;  // kMQ, kMQLF, kTuMLSC
+  std::unique_ptr<window::SessionAggregate> sessions_;  // the same designs, session windows
   std::unique_ptr<window::WHive> hive_;           // the others
   window::WindowOutput* out_ = nullptr;
   std::unique_ptr<Progress[]> progress_;

@@ -1,5 +1,6 @@
 #include "python/options_binding.h"
 
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -69,14 +70,15 @@ void bind_options(nb::module_& m) {
       .def(
           "__init__",
           [](window::AggregateQuery* self, std::string time, std::vector<std::string> keys, window::WindowSpec window,
-             std::vector<window::AggSpec> aggs) {
-            new (self) window::AggregateQuery{std::move(time), std::move(keys), window, std::move(aggs)};
+             std::vector<window::AggSpec> aggs, std::optional<int64_t> session_gap) {
+            new (self) window::AggregateQuery{std::move(time), std::move(keys), window, std::move(aggs), session_gap};
           },
-          "time"_a, "keys"_a, "window"_a, "aggs"_a)
+          "time"_a, "keys"_a, "window"_a, "aggs"_a, "session_gap"_a = nb::none())
       .def_rw("time", &window::AggregateQuery::time_column)
       .def_rw("keys", &window::AggregateQuery::keys)
       .def_rw("window", &window::AggregateQuery::window)
-      .def_rw("aggs", &window::AggregateQuery::aggs);
+      .def_rw("aggs", &window::AggregateQuery::aggs)
+      .def_rw("session_gap", &window::AggregateQuery::session_gap);
   // The design is not a field here: aggregate() takes it separately, None meaning "auto".
   nb::class_<ops::MultiwayOptions>(m, "AggregateOptions", "How a windowed aggregate runs (ops/multiway.h).")
       .def(

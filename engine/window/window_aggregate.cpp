@@ -36,8 +36,18 @@ TimeBounds time_bounds_for(const WindowSpec& window, const DataType& type) {
               (lo > hi ? std::string("none") : format_time_value(lo, type) + " to " + format_time_value(hi, type))};
 }
 
-WindowOutput::WindowOutput(const Schema& input, const AggregateQuery& query, int64_t batch_size)
+WindowOutput::WindowOutput(const Schema& input, const AggregateQuery& query, int64_t batch_size, bool sessions)
     : window_(query.window.normalized()), batch_size_(batch_size), keys_(input, key_indices(input, query.keys)) {
+  if (query.session_gap && !sessions) {
+    throw Error(ErrorKind::kInvalidInput,
+                "session windows are computed by the designs mq, mqlf and tumlsc, whose one updater sees every "
+                "tuple in the merged order; the W-Hive's designs (sliced, tumlmc, wiml) place a tuple in windows "
+                "by its time alone, and a session depends on its key's earlier tuples");
+  }
+  if (query.session_gap && *query.session_gap < 0) {
+    throw Error(ErrorKind::kInvalidInput,
+                "a session gap must be at least 0 (in the time column's unit), got " + std::to_string(*query.session_gap));
+  }
   if (window_.size < 1 || window_.advance < 1) {
     throw Error(ErrorKind::kInvalidInput, "window size and advance must be at least 1, got size " +
                                               std::to_string(window_.size) + " and advance " +
@@ -98,6 +108,23 @@ void WindowOutput::emit(int64_t k, WindowSet& ws) {
     if (builders_[0].size() == batch_size_) cut_batch();
   }
   ws.clear();
+}
+
+void WindowOutput::emit_sessions(int64_t end, const int64_t* starts, const uint32_t* keys, const uint32_t* order,
+                                 const uint32_t* slots, size_t n, const std::vector<AggStates>& aggs) {
+  if (n == 0) return;
+  ++emitted_;
+  if (ends_ != nullptr) ends_->push_back(end);
+  const size_t first_agg = 2 + keys_.columns().size();
+  for (size_t i = 0; i < n;) {
+    const size_t m = std::min(n - i, static_cast<size_t>(batch_size_ - builders_[0].size()));
+    for (size_t j = 0; j < m; ++j) builders_[0].append_fixed(&starts[i + j]);  // the low bytes: int32 columns too
+    builders_[1].append_repeat(&end, static_cast<int64_t>(m));
+    keys_.append_each(keys, order + i, m, builders_, 2);
+    for (size_t a = 0; a < aggs.size(); ++a) aggs[a].emit_each(slots + i, m, builders_[first_agg + a]);
+    i += m;
+    if (builders_[0].size() == batch_size_) cut_batch();
+  }
 }
 
 void WindowOutput::cut_batch() {

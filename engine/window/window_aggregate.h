@@ -87,6 +87,8 @@ struct AggregateQuery {
   std::vector<std::string> keys;
   WindowSpec window;
   std::vector<AggSpec> aggs;
+  // Set: session windows with this gap (window/sessions.h) instead of `window`, which is unused.
+  std::optional<int64_t> session_gap;
 };
 
 // What every window store shares: the query's validation, the output schema, the key table, and
@@ -94,7 +96,9 @@ struct AggregateQuery {
 class WindowOutput {
  public:
   // Validates the query against the input schema (unknown columns, unsupported types, windows).
-  WindowOutput(const Schema& input, const AggregateQuery& query, int64_t batch_size);
+  // Refuses session windows: only SessionAggregate, through the protected constructor, takes them.
+  WindowOutput(const Schema& input, const AggregateQuery& query, int64_t batch_size)
+      : WindowOutput(input, query, batch_size, false) {}
 
   const std::shared_ptr<const Schema>& output_schema() const noexcept { return out_schema_; }
   // A batch of finished rows: full batches (batch_size rows) always; with `flush`, any rows.
@@ -165,8 +169,14 @@ class WindowOutput {
     }
   };
 
+  WindowOutput(const Schema& input, const AggregateQuery& query, int64_t batch_size, bool sessions);
+
   // Appends window k's rows from `ws` (sorted by key) and clears `ws`; nothing if it is empty.
   void emit(int64_t k, WindowSet& ws);
+  // Appends the rows of `n` sessions that end at `end` (one window set): row i has start
+  // starts[i], the key keys[order[i]] and the states of slot slots[i] of `aggs`.
+  void emit_sessions(int64_t end, const int64_t* starts, const uint32_t* keys, const uint32_t* order,
+                     const uint32_t* slots, size_t n, const std::vector<AggStates>& aggs);
   // Reads each aggregate's column at `row` into `out`.
   void read_values(const Batch& batch, int64_t row, std::vector<Value>& out) const;
 
