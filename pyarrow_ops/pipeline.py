@@ -311,13 +311,11 @@ class Pipeline:
         close when its own time passes them (docs/pipeline.md); without one, stateful. With
         ``by_window=True`` every key's windows close together when the stream's time passes them,
         a window set at a time in window-start order, keys ascending, exactly as ``aggregate()``
-        (stateful: one worker), which is what a ``top_k(per="window_start")`` after it needs."""
-        if isinstance(window, Session):
-            raise TypeError("window_aggregate does not take session windows yet; po.aggregate() and "
-                            "po.live_aggregate() do (window=po.session(gap)), and sessionize() then running() "
-                            "numbers and aggregates sessions in a pipeline")
-        if not isinstance(window, Window):
-            raise TypeError(f"window must be po.sliding(...) or po.tumbling(...), got {window!r}")
+        (stateful: one worker), which is what a ``top_k(per="window_start")`` after it needs.
+        ``window=po.session(gap)``: session windows, closing on the stream's time, rows by
+        ``window_end`` then key, exactly as ``aggregate()`` (stateful, with or without a key)."""
+        if not isinstance(window, (Window, Session)):
+            raise TypeError(f"window must be po.sliding(...), po.tumbling(...) or po.session(...), got {window!r}")
         return self._add("window_aggregate", _keys(key), window, _aggs(aggs), bool(by_window))
 
     # Stateful operators.
@@ -527,6 +525,9 @@ def _spec(step: Step, time_type: pa.DataType) -> Any:
         return _engine.PairsSpec(args[0], args[1], in_units(args[2], "gap", time_type))
     if name == "window_aggregate":
         by_window = args[3] if len(args) > 3 else False  # steps pickled before by_window existed
+        if isinstance(args[1], Session):  # the fixed window is unused (window/sessions.h)
+            return _engine.WindowAggregateSpec(args[0], _engine.WindowSpec(1, 1, 0), _agg_specs(args[2]), False,
+                                               session_gap=args[1].resolve(time_type))
         return _engine.WindowAggregateSpec(args[0], _engine.WindowSpec(*args[1].resolve(time_type)),
                                            _agg_specs(args[2]), by_window)
     if name == "top_k":

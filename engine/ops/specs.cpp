@@ -59,7 +59,7 @@ OperatorPtr make_operator(const std::shared_ptr<const Schema>& in, const std::st
           [&](const DedupeSpec& s) { return make_dedupe(in, s.keys, time, s.within); },
           [&](const PairsSpec& s) { return make_pairs(in, s.keys, time, s.item, s.gap); },
           [&](const WindowAggregateSpec& s) {
-            return make_window_aggregate(in, time, s.window, s.aggs, s.keys, s.by_window);
+            return make_window_aggregate(in, time, s.window, s.aggs, s.keys, s.by_window, s.session_gap);
           },
           [&](const TopKSpec& s) { return make_top_k(in, s.k, s.by, s.per, s.descending); },
           [&](const ParametricSpec& s) -> OperatorPtr {

@@ -66,6 +66,7 @@ struct WindowAggregateSpec {
   window::WindowSpec window;
   std::vector<window::AggSpec> aggs;
   bool by_window = false;  // window sets leave together in window order (stateful; windowed.h)
+  std::optional<int64_t> session_gap;  // session windows instead of `window` (stateful; windowed.h)
 };
 struct TopKSpec {
   int64_t k = 1;

@@ -9,6 +9,7 @@
 #include "core/values.h"
 #include "core/gather.h"
 #include "core/key_table.h"
+#include "window/sessions.h"
 
 namespace pao::ops {
 namespace {
@@ -282,15 +283,16 @@ class TopK final : public Operator {
 // The time column read as int64, whatever its width, with the checks the operator relies on.
 class TimeReader {
  public:
-  TimeReader(const Schema& input, const std::string& column, const window::WindowSpec& window)
-      : name_(column) {
+  TimeReader(const Schema& input, const window::AggregateQuery& query) : name_(query.time_column) {
+    const std::string& column = query.time_column;
     index_ = column_index(input, column, "time");
     type_ = input.fields[index_].type;
     if (!type_.is_temporal_key()) {
       throw Error(ErrorKind::kInvalidInput, "time column '" + column + "' has type " + type_.to_string() +
                                                 "; window_aggregate needs timestamp, date32, int32 or int64");
     }
-    bounds_ = window::time_bounds_for(window, type_);
+    bounds_ = query.session_gap ? window::session_time_bounds(*query.session_gap, type_)
+                                : window::time_bounds_for(query.window, type_);
   }
 
   int64_t at(const Batch& in, int64_t row) const {
@@ -329,23 +331,26 @@ class TimeReader {
 };
 
 std::string describe_query(const window::AggregateQuery& q) {
-  std::string s = "windows [s, s + " + std::to_string(q.window.size) + ") every " +
-                  std::to_string(q.window.advance) + " from " + std::to_string(q.window.offset) + " over " +
-                  q.time_column + ":";
+  std::string s = q.session_gap ? "sessions with gap " + std::to_string(*q.session_gap) + " over " + q.time_column + ":"
+                                : "windows [s, s + " + std::to_string(q.window.size) + ") every " +
+                                      std::to_string(q.window.advance) + " from " + std::to_string(q.window.offset) +
+                                      " over " + q.time_column + ":";
   for (const window::AggSpec& a : q.aggs) {
     s += " " + a.name + "=" + window::agg_name(a.kind) + "(" + a.column + ")";
   }
   if (q.keys.empty()) return s + ", closing on the pipeline's time";
   s += " by";
   for (const std::string& k : q.keys) s += " " + k;
-  return s + ", closing per key";
+  return s + (q.session_gap ? ", closing on the pipeline's time" : ", closing per key");
 }
 
-// Without keys: window::WindowAggregate fed tuple by tuple, as aggregate() with one input.
+// Without keys (or by_window, or sessions): a window store fed tuple by tuple, as aggregate() with
+// one input: window::WindowAggregate, or window::SessionAggregate for session windows.
+template <class Store>
 class GlobalWindows final : public Operator {
  public:
   GlobalWindows(std::shared_ptr<const Schema> input, const window::AggregateQuery& query)
-      : input_(std::move(input)), time_(*input_, query.time_column, query.window), description_(describe_query(query)),
+      : input_(std::move(input)), time_(*input_, query), description_(describe_query(query)),
         windows_(*input_, query, INT64_MAX) {}  // one batch per call: take(true) cuts it
 
   std::string name() const override { return "window_aggregate"; }
@@ -379,7 +384,7 @@ class GlobalWindows final : public Operator {
   std::shared_ptr<const Schema> input_;
   TimeReader time_;
   std::string description_;
-  window::WindowAggregate windows_;
+  Store windows_;
   int64_t last_ = INT64_MIN;
 };
 
@@ -390,7 +395,7 @@ class GlobalWindows final : public Operator {
 class KeyedWindows final : public Operator {
  public:
   KeyedWindows(std::shared_ptr<const Schema> input, const window::AggregateQuery& query)
-      : input_(std::move(input)), time_(*input_, query.time_column, query.window), description_(describe_query(query)),
+      : input_(std::move(input)), time_(*input_, query), description_(describe_query(query)),
         window_(query.window) {
     // WindowOutput validates the query exactly as aggregate() does and gives its output schema.
     output_ = window::WindowOutput(*input_, query, 1).output_schema();
@@ -591,13 +596,15 @@ OperatorPtr make_top_k(std::shared_ptr<const Schema> input, int64_t k, std::stri
 
 OperatorPtr make_window_aggregate(std::shared_ptr<const Schema> input, std::string time,
                                   window::WindowSpec window, std::vector<window::AggSpec> aggs,
-                                  std::vector<std::string> keys, bool by_window) {
+                                  std::vector<std::string> keys, bool by_window, std::optional<int64_t> session_gap) {
   window::AggregateQuery query;
   query.time_column = std::move(time);
   query.keys = std::move(keys);
   query.window = window.normalized();
   query.aggs = std::move(aggs);
-  if (query.keys.empty() || by_window) return std::make_shared<GlobalWindows>(std::move(input), query);
+  query.session_gap = session_gap;
+  if (session_gap) return std::make_shared<GlobalWindows<window::SessionAggregate>>(std::move(input), query);
+  if (query.keys.empty() || by_window) return std::make_shared<GlobalWindows<window::WindowAggregate>>(std::move(input), query);
   return std::make_shared<KeyedWindows>(std::move(input), query);
 }
 

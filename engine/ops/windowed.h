@@ -54,8 +54,14 @@ OperatorPtr make_top_k(std::shared_ptr<const Schema> input, int64_t k, std::stri
 // (kUnsorted, kNullTime) from process()/process_rows(). Invalid arguments (unknown columns, a
 // non-temporal time column, size or advance below 1, an aggregate that does not apply to its
 // column's type, duplicate output names) throw pao::Error from the factory.
+//
+// With `session_gap`: session windows (window/sessions.h) instead of `window`, with or without
+// keys: a stateful operator that closes sessions on the pipeline's time (a tuple's output is the
+// sessions ending below its time, by end and then key; finish() returns the rest), exactly as
+// aggregate() with window=po.session(gap).
 OperatorPtr make_window_aggregate(std::shared_ptr<const Schema> input, std::string time,
                                   window::WindowSpec window, std::vector<window::AggSpec> aggs,
-                                  std::vector<std::string> keys, bool by_window = false);
+                                  std::vector<std::string> keys, bool by_window = false,
+                                  std::optional<int64_t> session_gap = std::nullopt);
 
 }  // namespace pao::ops

@@ -355,8 +355,9 @@ void bind_specs(nb::module_& m) {
       .def(nb::init<std::vector<std::string>, std::string, int64_t>(), "keys"_a, "item"_a, "gap"_a)
       .def_rw("keys", &ops::PairsSpec::keys);
   nb::class_<ops::WindowAggregateSpec>(m, "WindowAggregateSpec")
-      .def(nb::init<std::vector<std::string>, window::WindowSpec, std::vector<window::AggSpec>, bool>(), "keys"_a,
-           "window"_a, "aggs"_a, "by_window"_a = false)
+      .def(nb::init<std::vector<std::string>, window::WindowSpec, std::vector<window::AggSpec>, bool,
+                    std::optional<int64_t>>(),
+           "keys"_a, "window"_a, "aggs"_a, "by_window"_a = false, "session_gap"_a = nb::none())
       .def_rw("keys", &ops::WindowAggregateSpec::keys);
   nb::class_<ops::TopKSpec>(m, "TopKSpec")
       .def(nb::init<int64_t, std::string, std::optional<std::string>, bool>(), "k"_a, "by"_a, "per"_a.none(),

@@ -94,6 +94,19 @@ def test_live_sessions_equal_the_polars_reference(case, design, max_rows):
     assert got == polars_sessions(tables, keys, gap)
 
 
+@settings(max_examples=40, deadline=None)
+@given(cases(), st.integers(1, 3), st.integers(1, 30))
+def test_pipeline_sessions_equal_the_polars_reference(case, threads, morsel):
+    """window_aggregate(po.session(gap)) after a stateless step, on every thread count: the same
+    rows as aggregate() (stateful: one worker; the runtime keeps the input order)."""
+    seed, tables, keys, gap = case
+    p = (po.Pipeline(tables, time="t").with_columns(v=po.col("v") * 1)
+         .window_aggregate(po.session(gap), AGGS, key=keys or None))
+    out = p.run(threads=threads, morsel=morsel).to_arrow()
+    assert out.to_pylist() == polars_sessions(tables, keys, gap)
+    assert "window_aggregate  stateful" in po.explain({"out": p})  # one worker, in the input order
+
+
 def test_a_session_leaves_once_the_gap_has_passed():
     """Not at the end of the input: as soon as every input is past the session's end (here by a
     later tuple, then by a heartbeat)."""
@@ -117,8 +130,6 @@ def test_session_arguments_and_designs():
             po.aggregate(t, time="t", key="k", window=po.session(1), aggs={"n": po.count()}, design=design)
     with pytest.raises(ValueError, match="session gap must be at least 0"):
         po.aggregate(t, time="t", key="k", window=po.session(-1), aggs={"n": po.count()})
-    with pytest.raises(TypeError, match="window_aggregate does not take session windows yet"):
-        po.Pipeline(t, time="t").window_aggregate(po.session(1), {"n": po.count()}, key="k")
     assert po.aggregate(t, time="t", key="k", window=po.session(5), aggs={"n": po.count()}).stats()["design"] == "tumlsc"
     # Times whose session end would pass the column's range are refused, naming the bound.
     big = pa.table({"t": pa.array([2**31 - 5], pa.int32()), "k": [1]})
