@@ -23,6 +23,7 @@
 #include "core/values.h"
 #include "helpers.h"
 #include "ops/windowed.h"
+#include "window/sessions.h"
 #include "unit.h"
 #include "core/key_table.h"
 
@@ -294,7 +295,7 @@ Batch random_events(std::mt19937_64& rng, int64_t n, int64_t keys) {
 
 // aggregate()'s result over one input: the window store the multiway designs use.
 Rows aggregate_rows(const Batch& in, const window::WindowSpec& w, const std::vector<std::string>& keys) {
-  window::AggregateQuery q{"t", keys, w, all_aggs()};
+  window::AggregateQuery q{"t", keys, w, all_aggs(), std::nullopt};
   window::WindowAggregate agg(*in.schema(), q, 5);
   for (int64_t r = 0; r < in.num_rows(); ++r) agg.add(in, r, in.column(0).typed<int64_t>()[r]);
   agg.finish();
@@ -608,3 +609,71 @@ TEST(window_aggregate_rejects_bad_arguments_and_time_going_back) {
 }
 
 UNIT_MAIN()
+
+// ---- session windows ---------------------------------------------------------------------------
+
+// window_aggregate with a session gap (window/sessions.h) against a plain model: per key (null one
+// key), a new session where a tuple is more than `gap` after the key's previous one; rows
+// (start, last + gap, key, count, sum of t, max of t) sorted by end, then key with null last. One
+// tuple at a time and in random morsels (each an owned copy dropped after its call), gaps 0 to 40.
+TEST(session_window_aggregate_equals_a_plain_model) {
+  std::mt19937_64 rng(31);
+  const std::vector<AggSpec> aggs{{"n", AggKind::kCount, ""}, {"s", AggKind::kSum, "t"}, {"hi", AggKind::kMax, "t"}};
+  for (int round = 0; round < 40; ++round) {
+    const int64_t gap = round % 5 == 0 ? 0 : static_cast<int64_t>(rng() % 40);
+    const Batch in = random_events(rng, 200 + static_cast<int64_t>(rng() % 200), 1 + static_cast<int64_t>(rng() % 6));
+    struct Open {
+      int64_t start, last, n, sum;
+    };
+    std::map<std::optional<int64_t>, Open> open;
+    std::vector<std::tuple<int64_t, int, int64_t, Row>> closed;  // (end, null last, key, row)
+    const auto close = [&](const std::optional<int64_t>& key, const Open& o) {
+      const std::string k = key ? std::to_string(*key) : "null";
+      closed.emplace_back(o.last + gap, key ? 0 : 1, key.value_or(0),
+                          Row{std::to_string(o.start), std::to_string(o.last + gap), k, std::to_string(o.n),
+                              std::to_string(o.sum), std::to_string(o.last)});
+    };
+    const Column& kc = in.column(1);
+    for (int64_t r = 0; r < in.num_rows(); ++r) {
+      const int64_t t = in.column(0).typed<int64_t>()[r];
+      const std::optional<int64_t> key = kc.is_valid(r) ? std::optional<int64_t>(kc.typed<int64_t>()[r]) : std::nullopt;
+      auto it = open.find(key);
+      if (it != open.end() && t - it->second.last > gap) {
+        close(key, it->second);
+        open.erase(it);
+        it = open.end();
+      }
+      if (it == open.end()) it = open.emplace(key, Open{t, t, 0, 0}).first;
+      it->second.last = t;
+      ++it->second.n;
+      it->second.sum += t;
+    }
+    for (const auto& [key, o] : open) close(key, o);
+    std::sort(closed.begin(), closed.end(), [](const auto& a, const auto& b) {
+      return std::tie(std::get<0>(a), std::get<1>(a), std::get<2>(a)) < std::tie(std::get<0>(b), std::get<1>(b), std::get<2>(b));
+    });
+    Rows want;
+    for (const auto& c : closed) want.push_back(std::get<3>(c));
+    const auto make = [&] { return ops::make_window_aggregate(in.schema(), "t", {1, 1, 0}, aggs, {"k"}, false, gap); };
+    CHECK(make()->kind() == ops::OpKind::kStateful);
+    CHECK_ROWS(run_one_at_a_time(make(), in), want);
+    CHECK_ROWS(run_stateful(make(), in, morsels(rng, in.num_rows())), want);
+  }
+}
+
+TEST(session_window_aggregate_closes_on_the_pipeline_time) {
+  using fixtures::type;
+  auto sch = fixtures::schema({{"t", type(TypeId::kInt64), false}, {"k", type(TypeId::kInt64), true}});
+  const Batch in = make_batch(sch, {{num(0), num(2), num(5), num(8), num(20)}, {num(1), num(2), num(1), num(2), num(3)}});
+  OperatorPtr op = ops::make_window_aggregate(sch, "t", {1, 1, 0}, {{"n", AggKind::kCount, ""}}, {"k"}, false, 6);
+  CHECK_EQ(op->process(in.slice(0, 4)).num_rows(), 0);  // key 1: 0, 5 (end 11); key 2: 2, 8 (end 14)
+  Rows out;
+  append_rows(op->process(in.slice(4, 1)), out);  // t = 20 passes both ends
+  CHECK_ROWS(out, (Rows{{"0", "11", "1", "2"}, {"2", "14", "2", "2"}}));
+  out.clear();
+  append_rows(op->finish(), out);
+  CHECK_ROWS(out, (Rows{{"20", "26", "3", "1"}}));
+  // A query with a session gap goes to no other window store.
+  window::AggregateQuery q{"t", {"k"}, {1, 1, 0}, {{"n", AggKind::kCount, ""}}, 4};
+  CHECK_THROWS_WITH(window::WindowAggregate(*sch, q, 8), ErrorKind::kInvalidInput, "session windows are computed by");
+}
