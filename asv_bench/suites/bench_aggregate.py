@@ -46,3 +46,39 @@ class Gate:
 
     def time_merge_2m(self, inputs, scan_all):
         _testing.benchmark_gate(inputs, 2_000_000, scan_all, 2, 1024)
+
+
+class Lateness:
+    """The paper's k-OI at 4 inputs with lateness=5 s: sorted inputs (the buffer's cost alone) and
+    inputs shuffled within the bound (benchmarks.lateness), next to no lateness."""
+
+    params = (["none", "bound", "shuffled"],)
+    param_names = ["inputs_as"]
+    timeout = 300
+
+    def setup(self, inputs_as):
+        from benchmarks.lateness import shuffled_within
+
+        self.tables = smart_meter_readings(rows=ROWS, meters=243, concentrators=4, period_ms=1_000, seed=1)
+        if inputs_as == "shuffled":
+            self.tables = [shuffled_within(t, 5_000) for t in self.tables]
+        self.lateness = None if inputs_as == "none" else 5_000
+
+    def time_aggregate(self, inputs_as):
+        po.aggregate(self.tables, time="time", key="meter", window=po.sliding(30_000, 3_000), aggs={"n": po.count()},
+                     lateness=self.lateness).to_arrow()
+
+
+class Sessions:
+    """Session windows (5 s gap) per meter at 4 inputs, per design that computes them."""
+
+    params = (["mq", "mqlf", "tumlsc"],)
+    param_names = ["design"]
+    timeout = 300
+
+    def setup(self, design):
+        self.tables = smart_meter_readings(rows=ROWS, meters=243, concentrators=4, period_ms=1_000, seed=1)
+
+    def time_sessions(self, design):
+        po.aggregate(self.tables, time="time", key="meter", window=po.session(5_000),
+                     aggs={"n": po.count(), "kwh": po.sum("kwh")}, design=design).to_arrow()
