@@ -277,3 +277,33 @@ def reference_aggregate(
     return pa.table(
         [_to_arrow(columns[f.name], f.type) for f in fields], schema=pa.schema(fields)
     )
+
+
+# --- Live runs --------------------------------------------------------------------------------------
+
+
+def run_live(live, batches: list[list[pa.RecordBatch]], before=None) -> list[pa.RecordBatch]:
+    """Feeds a LiveAggregate as live sources do, one producer thread per input (one thread pushing
+    every input could wait on back-pressure for an input only it advances), each pushing its
+    batches then closing; `before(i, k)`, if given, runs on input i's thread before its batch k.
+    Returns the result batches a consumer thread read meanwhile."""
+    import threading
+
+    got: list[pa.RecordBatch] = []
+    consumer = threading.Thread(target=lambda: got.extend(live))
+    consumer.start()
+
+    def produce(i: int) -> None:
+        for k, batch in enumerate(batches[i]):
+            if before is not None:
+                before(i, k)
+            live.push(i, batch)
+        live.close(i)
+
+    producers = [threading.Thread(target=produce, args=(i,)) for i in range(len(batches))]
+    for p in producers:
+        p.start()
+    for p in producers:
+        p.join()
+    consumer.join()
+    return got

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import pyarrow_ops as po
 from pyarrow_ops import col
-from reference import reference_aggregate, reference_merge, split
+from reference import reference_aggregate, reference_merge, run_live, split
 
 INT64_MIN = -(2**63)
 
@@ -158,31 +158,15 @@ def test_live_aggregate_within_lateness_equals_the_model(case, design, max_rows)
     rng = np.random.default_rng(seed + 4)
     live = po.live_aggregate(tables[0].schema, len(tables), time="t", key="k", window=po.tumbling(5),
                              aggs={"n": po.count(), "s": po.sum("v")}, design=design, lateness=lateness, late=late)
-    got_batches: list[pa.RecordBatch] = []
-    consumer = threading.Thread(target=lambda: got_batches.extend(live))
-    consumer.start()
-    # One producer per input, as live sources are: one thread pushing every input would wait on
-    # back-pressure for an input only it can advance.
-    plans = []
-    for t in tables:
-        pieces = list(split(t, rng, max_rows))
-        plans.append([(rng.random() < 0.3, b) for b in pieces])
+    pending = [list(split(t, rng, max_rows)) for t in tables]
+    beats = [[rng.random() < 0.3 for _ in p] for p in pending]
 
-    def produce(i):
-        pending = plans[i]
-        for k, (beat, batch) in enumerate(pending):
-            rest = [t for _, b in pending[k:] for t in b.column(0).to_pylist()]
-            if beat and rest:
-                live.heartbeat(i, min(rest))  # no row after it is earlier
-            live.push(i, batch)
-        live.close(i)
+    def heartbeat(i, k):
+        rest = [t for b in pending[i][k:] for t in b.column(0).to_pylist()]
+        if beats[i][k] and rest:
+            live.heartbeat(i, min(rest))  # no row after it is earlier
 
-    producers = [threading.Thread(target=produce, args=(i,)) for i in range(len(tables))]
-    for p in producers:
-        p.start()
-    for p in producers:
-        p.join()
-    consumer.join()
+    got_batches = run_live(live, pending, heartbeat)
     got = pa.Table.from_batches(got_batches, schema=live._result.schema)
     want = reference_aggregate(cleaned, time="t", key=["k"], size=5, advance=5, offset=0,
                                aggs={"n": ("count", None), "s": ("sum", "v")})

@@ -2,8 +2,6 @@
 (ties, several inputs, null keys, random batches), every design that computes sessions and the
 pushed form; rows leave as soon as readiness proves a session's gap has passed."""
 
-import threading
-
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -12,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pyarrow_ops as po
-from reference import _order_key, reference_merge, split
+from reference import _order_key, reference_merge, run_live, split
 
 SESSION_DESIGNS = ["auto", "mq", "mqlf", "tumlsc"]
 AGGS = {"n": po.count(), "s": po.sum("v"), "f": po.first("v"), "l": po.last("v"), "lo": po.min("v"),
@@ -73,24 +71,10 @@ def test_sessions_equal_the_polars_reference(case, design, threads, max_rows):
 def test_live_sessions_equal_the_polars_reference(case, design, max_rows):
     """Pushed by one thread per input: the same rows as the batch reference."""
     seed, tables, keys, gap = case
-    rng = np.random.default_rng(seed + 2)
     live = po.live_aggregate(tables[0].schema, len(tables), time="t", key=keys or None, window=po.session(gap),
                              aggs=AGGS, design=design)
-    got: list[dict] = []
-    consumer = threading.Thread(target=lambda: got.extend(r for b in live for r in b.to_pylist()))
-    consumer.start()
-
-    def produce(i):
-        for b in split(tables[i], np.random.default_rng(seed + 10 + i), max_rows):
-            live.push(i, b)
-        live.close(i)
-
-    producers = [threading.Thread(target=produce, args=(i,)) for i in range(len(tables))]
-    for p in producers:
-        p.start()
-    for p in producers:
-        p.join()
-    consumer.join()
+    batches = [split(t, np.random.default_rng(seed + 10 + i), max_rows) for i, t in enumerate(tables)]
+    got = [r for b in run_live(live, batches) for r in b.to_pylist()]
     assert got == polars_sessions(tables, keys, gap)
 
 
