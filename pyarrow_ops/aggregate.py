@@ -226,6 +226,21 @@ def _latest_time(batch: Any, time: str, time_type: pa.DataType) -> int | None:
     return pc.max(column.cast(pa.int32() if pa.types.is_date32(time_type) else pa.int64())).as_py()
 
 
+def _watch_idle(ref: weakref.ref, stop: threading.Event, period: float) -> None:
+    """A real clock's idle check, a few times per timeout until the run ends. Holds the
+    LiveAggregate only while checking, so one its owner dropped is collected (and the thread
+    ends)."""
+    while not stop.wait(period):
+        live = ref()
+        if live is None or all(live._closed):
+            return
+        try:
+            live.check_idle()
+        except Exception:  # the run failed or was cancelled: its consumer hears of it
+            return
+        del live
+
+
 def _time_value(value: Any, time_type: pa.DataType) -> int:
     """A heartbeat time as the column's stored integer."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -314,18 +329,9 @@ class LiveAggregate:
         self._idle_periods: list[dict[str, Any]] = []
         self._stop_watch = threading.Event()
         if self._idle_timeout is not None and clock is None:
-            watcher = threading.Thread(target=self._watch, name="pyarrow-ops idle inputs", daemon=True)
+            watcher = threading.Thread(target=_watch_idle, args=(weakref.ref(self), self._stop_watch, self._idle_timeout / 4),
+                                       name="pyarrow-ops idle inputs", daemon=True)
             watcher.start()
-
-    def _watch(self) -> None:
-        # A real clock: look for idle inputs a few times per timeout until the run ends.
-        while not self._stop_watch.wait(self._idle_timeout / 4):
-            if all(self._closed):
-                return
-            try:
-                self.check_idle()
-            except Exception:  # the run failed or was cancelled: its consumer hears of it
-                return
 
     def _refuse_if_closed(self, input: int, call: str) -> None:
         # As the engine does, before anything changes; under self._locks[input].
