@@ -10,6 +10,7 @@ and no copies on the way.
 
 from pyarrow_ops import errors
 from pyarrow_ops.aggregate import DESIGNS, AggregateResult, Design, LiveAggregate, aggregate, live_aggregate
+from pyarrow_ops.checkpoint import CheckpointError, restore
 from pyarrow_ops.aggregates import Agg, count, first, last, max, mean, min, sum  # noqa: A004
 from pyarrow_ops.errors import *  # noqa: F403 (the exception classes, listed in errors.__all__)
 from pyarrow_ops.experiment import Experiment
@@ -23,9 +24,9 @@ from pyarrow_ops.windows import Session, Window, session, sliding, tumbling
 __version__ = "0.1.0"
 
 __all__ = [
-    "DESIGNS", "Agg", "AggregateResult", "Design", "Experiment", "Expr", "GraphResult", "LiveAggregate", "LiveInput",
+    "DESIGNS", "Agg", "AggregateResult", "CheckpointError", "Design", "Experiment", "Expr", "GraphResult", "LiveAggregate", "LiveInput",
     "Pipeline", "PipelineResult", "Result", "Session", "Step", "Window",
     "aggregate", "col", "count", "explain", "first", "last", "lit", "live_aggregate", "max", "mean", "merge", "min",
-    "plan", "plot_thread_levels", "run",
+    "plan", "plot_thread_levels", "restore", "run",
     "session", "sliding", "sum", "tumbling", "union", *errors.__all__,
 ]

@@ -68,6 +68,7 @@ class LateLog:
         self.rows = _engine.LateRows()
         self._schema = schema
         self._batches: list[pa.RecordBatch] = []
+        self._before = [0] * inputs  # late rows per input before a restore (pyarrow_ops/checkpoint.py)
         if late == "side":
             clash = [c for c in ("input", "row") if c in schema.names]
             if clash:
@@ -77,7 +78,13 @@ class LateLog:
 
     def counts(self) -> list[int]:
         """Late rows per input so far."""
-        return [self.rows.count(i) for i in range(self.inputs)]
+        return [self._before[i] + self.rows.count(i) for i in range(self.inputs)]
+
+    def resume(self, counts: list[int], kept: pa.Table | None) -> None:
+        """A restored run: the late rows counted (and, ``late="side"``, kept) before its snapshot."""
+        self._before = list(counts)
+        if kept is not None and self.policy == "side":
+            self._batches = kept.to_batches()
 
     def table(self) -> pa.Table | None:
         """The late rows so far (``late="side"``; None otherwise): the input's columns, then ``input``

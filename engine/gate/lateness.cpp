@@ -57,6 +57,13 @@ Lateness::Lateness(uint32_t input, std::string label, std::shared_ptr<const Sche
   if (!late_) late_ = std::make_shared<LateRows>();
 }
 
+void Lateness::resume_at(int64_t rows) {
+  if (rows_ != 0 || !runs_.empty() || rows < 0) {
+    throw Error(ErrorKind::kUsage, label_ + ": resume_at() takes a position >= 0 before the first push");
+  }
+  rows_ = rows;
+}
+
 void Lateness::push(const Batch& batch, std::vector<Batch>& out) {
   const int64_t n = batch.num_rows();
   if (n == 0) return;

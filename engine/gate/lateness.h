@@ -82,6 +82,9 @@ class Lateness {
   int64_t watermark() const noexcept { return watermark_; }
   int64_t held() const noexcept { return held_; }
   int64_t rows() const noexcept { return rows_; }
+  // A restore (pyarrow_ops/checkpoint.py): the input's first `rows` rows were taken by an earlier
+  // run, so the next row is at that position (in errors and late rows). Before any push only.
+  void resume_at(int64_t rows);
   const std::shared_ptr<const Schema>& schema() const noexcept { return schema_; }
   const std::string& label() const noexcept { return label_; }
 

@@ -191,6 +191,8 @@ NB_MODULE(_engine, m) {
              l.finish(out);
              return handles(out);
            })
+      .def("resume_at", &gate::Lateness::resume_at, "rows"_a,
+           "A restore: the next row is at position `rows` of the input (before any push).")
       .def_prop_ro("watermark", &gate::Lateness::watermark)
       .def_prop_ro("held", &gate::Lateness::held);
   nb::class_<Aggregation>(m, "Aggregation")

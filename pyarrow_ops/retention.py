@@ -1,0 +1,117 @@
+"""What a live aggregation keeps for its checkpoints, and the rule that makes a restore exact.
+
+The state of a window aggregation is a function of the rows in its open windows: feed those rows
+to a fresh engine in the same per-input order and every open window holds what it held (float
+sums are exact and first/last compare the merged order, so nothing depends on how the rows were
+batched or interleaved). A snapshot therefore saves rows, not the engine's internal structures:
+
+- per input, the rows it handed to the engine from the *retention floor* on. Output rows leave in
+  (window_end, keys) order; once the row ending at E has left, every row still to leave ends at
+  E or later, so starts at E - size or later: the rows of a window still to leave all have
+  times >= E - size, the floor. Older rows are forgotten as the output moves on (memory stays
+  bounded by what the windows hold, like the engine's own);
+- per input with ``lateness``, the rows its reorder buffer still holds: exactly the rows it took
+  whose time is above its watermark (a row at or below it has left, or was late), and the
+  watermark itself;
+- how many output rows had left, the last one's window_end E, and how many left rows end at E.
+
+A restore feeds the saved rows to a new engine, which rebuilds the open windows exactly and
+re-forms some windows that had left, partially (those starting before the floor, all ending
+before E) or whole (ending at E); :class:`Left` drops the rows ending before E and the first
+``c`` ending at E, and what follows is exactly the uninterrupted run's next row on.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def times_of(batch: pa.RecordBatch | pa.Table, time: str) -> pa.Array:
+    column = batch.column(time)
+    if pa.types.is_integer(column.type):
+        return column
+    return pc.cast(column, pa.int32() if pa.types.is_date32(column.type) else pa.int64())
+
+
+class Left:
+    """The output rows that have left (to the consumer, or into a sink): their count, the last
+    one's window_end and how many left rows end there. On a restored run it also drops the
+    rows that had left before the snapshot (the rule in this module's docstring)."""
+
+    def __init__(self, rows: int = 0, end: int | None = None, at_end: int = 0, skip: bool = False) -> None:
+        self.lock = threading.Lock()
+        self.rows, self.end, self.at_end = rows, end, at_end
+        # On a restored run: rows ending before _skip_end, then _skip_at_end rows ending there, are
+        # the ones that had left already.
+        self._skip_end = end if skip else None
+        self._skip_at_end = at_end if skip else 0
+
+    def drop_seen(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch`` less the rows that had left before the snapshot (a restored run only)."""
+        if self._skip_end is None or batch.num_rows == 0:
+            return batch
+        ends = times_of(batch, "window_end")
+        before = pc.sum(pc.less(ends, self._skip_end)).as_py() or 0
+        at = pc.sum(pc.equal(ends, self._skip_end)).as_py() or 0
+        drop = before + min(at, self._skip_at_end)
+        self._skip_at_end -= min(at, self._skip_at_end)
+        if drop < batch.num_rows:
+            self._skip_end = None  # a row after the snapshot's: nothing more to drop
+        return batch.slice(drop)
+
+    def count(self, batch: pa.RecordBatch) -> None:
+        """Records ``batch`` as left (under ``lock``)."""
+        if batch.num_rows == 0:
+            return
+        ends = times_of(batch, "window_end")
+        last = ends[-1].as_py()
+        here = pc.sum(pc.equal(ends, last)).as_py()
+        self.at_end = self.at_end + here if last == self.end else here
+        self.end = last
+        self.rows += batch.num_rows
+
+    def state(self) -> dict[str, Any]:
+        return {"rows": self.rows, "end": self.end, "at_end": self.at_end}
+
+
+class InputLog:
+    """One input's retained rows (under that input's lock): the rows handed to the engine, in
+    order, whose batches end at or after the floor; with lateness, the rows given to its buffer
+    whose batches reach above its watermark."""
+
+    def __init__(self, time: str) -> None:
+        self._time = time
+        self.sent: deque[tuple[pa.RecordBatch, int]] = deque()  # (batch, its last time): in time order
+        self.taken: deque[tuple[pa.RecordBatch, int]] = deque()  # (batch, its greatest time): any order
+
+    def add_sent(self, batch: pa.RecordBatch, floor: int | None) -> None:
+        if batch.num_rows:
+            self.sent.append((batch, times_of(batch, self._time)[-1].as_py()))
+        if floor is not None:
+            while self.sent and self.sent[0][1] < floor:
+                self.sent.popleft()
+
+    def add_taken(self, batch: pa.RecordBatch, watermark: int) -> None:
+        if batch.num_rows:
+            self.taken.append((batch, pc.max(times_of(batch, self._time)).as_py()))
+        while self.taken and self.taken[0][1] <= watermark:
+            self.taken.popleft()
+
+    def sent_rows(self, schema: pa.Schema, floor: int | None) -> pa.Table:
+        """The rows handed to the engine at or after ``floor``, in order."""
+        table = pa.Table.from_batches([b for b, _ in self.sent], schema=schema)
+        if floor is None or table.num_rows == 0:
+            return table
+        return table.filter(pc.greater_equal(times_of(table, self._time), floor))
+
+    def held_rows(self, schema: pa.Schema, watermark: int) -> pa.Table:
+        """The rows the reorder buffer holds: taken, with times above ``watermark``, in arrival order."""
+        table = pa.Table.from_batches([b for b, _ in self.taken], schema=schema)
+        if table.num_rows == 0:
+            return table
+        return table.filter(pc.greater(times_of(table, self._time), watermark))

@@ -1,0 +1,561 @@
+"""The push form of :func:`pyarrow_ops.aggregate` for live data: :func:`live_aggregate`, with
+lateness, idle inputs and checkpoints (docs/time.md, docs/checkpoints.md)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import threading
+import time as time_module
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pyarrow_ops import _engine
+from pyarrow_ops.aggregate import (DEFAULT_BATCH_SIZE, AggregateResult, Design, _aggs, _check, _design, _keys,
+                                   _query)
+from pyarrow_ops.aggregates import Agg
+from pyarrow_ops.checkpoint import Periodic, Snapshot
+from pyarrow_ops.checkpoint import write as write_snapshot
+from pyarrow_ops.io import conform
+from pyarrow_ops.lateness import Late, LateLog, Lateness, bounds
+from pyarrow_ops.retention import InputLog, Left, times_of
+from pyarrow_ops.sink import FileSink
+from pyarrow_ops.windows import Session, Window
+
+
+def _seconds(value: float | dt.timedelta | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"idle_timeout must be positive seconds or a datetime.timedelta, got {value!r}")
+    return float(value)
+
+
+def _latest_time(batch: Any, time: str, time_type: pa.DataType) -> int | None:
+    """The greatest time of a pushed batch as the column's stored integer (None when empty)."""
+    column = pa.record_batch(batch).column(time)
+    if len(column) == 0:
+        return None
+    return pc.max(column.cast(pa.int32() if pa.types.is_date32(time_type) else pa.int64())).as_py()
+
+
+def _watch_idle(ref: weakref.ref, stop: threading.Event, period: float) -> None:
+    """A real clock's idle check, a few times per timeout until the run ends. Holds the
+    LiveAggregate only while checking, so one its owner dropped is collected (and the thread
+    ends)."""
+    while not stop.wait(period):
+        live = ref()
+        if live is None or all(live._closed):
+            return
+        try:
+            live.check_idle()
+        except Exception:  # the run failed or was cancelled: its consumer hears of it
+            return
+        del live
+
+
+def _time_value(value: Any, time_type: pa.DataType) -> int:
+    """A heartbeat time as the column's stored integer."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, (dt.datetime, dt.date)) or hasattr(value, "dtype"):
+        scalar = pa.scalar(value).cast(time_type)
+        return scalar.cast(pa.int64()).as_py() if not pa.types.is_date32(time_type) else scalar.cast(
+            pa.int32()).as_py()
+    raise TypeError(f"a heartbeat time must be an int, datetime or date, got {type(value).__name__}")
+
+
+class LiveAggregate:
+    """The push form of :func:`aggregate` for live data.
+
+    Producers call :meth:`push` (record batches, per input, each input in time order),
+    :meth:`heartbeat` and :meth:`close` from their own threads; the engine works without the GIL
+    and ``push`` waits while the engine is full (back-pressure, so memory stays bounded). A
+    consumer iterates the result batches, which arrive as soon as window sets complete.
+
+    >>> import threading, pyarrow as pa, pyarrow_ops as po
+    >>> schema = pa.schema([("t", pa.int64()), ("v", pa.float64())])
+    >>> live = po.live_aggregate(schema, inputs=2, time="t", window=po.tumbling(10),
+    ...                          aggs={"n": po.count(), "sum": po.sum("v")})
+    >>> def feed(i):
+    ...     live.push(i, pa.record_batch({"t": [i, 10 + i], "v": [1.0, 2.0]}, schema=schema))
+    ...     live.close(i)
+    >>> threads = [threading.Thread(target=feed, args=(i,)) for i in range(2)]
+    >>> for t in threads: t.start()
+    >>> rows = [r for b in live for r in b.to_pylist()]
+    >>> for t in threads: t.join()
+    >>> [(r["window_start"], r["n"], r["sum"]) for r in rows]
+    [(0, 2, 2.0), (10, 2, 4.0)]
+    """
+
+    def __init__(self, schema: pa.Schema, inputs: int, *, time: str, key: str | list[str] | None = None,
+                 window: Window | Session, aggs: Mapping[str, Agg], design: Design = "auto",
+                 update_threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                 lateness: Lateness = None, late: Late = "error", idle_timeout: float | dt.timedelta | None = None,
+                 clock: Callable[[], float] | None = None, checkpointable: bool = False,
+                 checkpoint_every: int | dt.timedelta | None = None,
+                 checkpoint_dir: str | os.PathLike[str] | None = None, keep_checkpoints: int = 3) -> None:
+        if isinstance(inputs, bool) or not isinstance(inputs, int) or inputs < 1:
+            raise ValueError(f"inputs must be a positive int, got {inputs!r}")
+        _check(design, None, batch_size, window, update_threads)
+        checkpointable = checkpointable or checkpoint_dir is not None
+        if checkpointable and isinstance(window, Session):
+            raise _engine.UsageError(
+                "checkpoints of session windows are not supported yet: a session's rows reach back to its first "
+                "tuple, however long ago, so the retained rows are not bounded by the window (docs/checkpoints.md)")
+        schema = pa.schema(schema)
+        if time not in schema.names:
+            raise _engine.InvalidInputError(
+                f"time column '{time}' not found in the schema; its columns are: {', '.join(schema.names)}")
+        self.schema = schema
+        self.inputs = inputs
+        self._time = time
+        self._time_type = schema.field(time).type
+        options = _engine.AggregateOptions(
+            _query(time, _keys(key), window, _aggs(aggs), self._time_type), update_threads=update_threads or 0,
+            batch_size=batch_size, flush_each_window=True)
+        input_bounds = bounds(lateness, late, inputs, self._time_type)
+        self._idle_timeout = _seconds(idle_timeout)
+        # What a snapshot needs to rebuild this run (docs/checkpoints.md): the query as JSON.
+        self._saved_query = {
+            "inputs": inputs, "time": time, "key": _keys(key), "aggs": [list(a) for a in _aggs(aggs)],
+            "window": None if isinstance(window, Session) else list(window.resolve(self._time_type)),
+            "design": design, "update_threads": update_threads, "batch_size": batch_size, "lateness": input_bounds,
+            "late": late, "idle_timeout": self._idle_timeout,
+            "checkpoint_every": None if checkpoint_every is None else (
+                {"seconds": checkpoint_every.total_seconds()} if isinstance(checkpoint_every, dt.timedelta)
+                else {"tuples": checkpoint_every}),
+            "checkpoint_dir": None if checkpoint_dir is None else os.fspath(checkpoint_dir),
+            "keep_checkpoints": keep_checkpoints}
+        if clock is not None and not callable(clock):
+            raise TypeError(f"clock must be a function returning seconds, got {type(clock).__name__}")
+        native, self._handle = _engine.aggregate(
+            [], options, _design(design), schema=schema.__arrow_c_schema__(), push_inputs=inputs)
+        self._result = AggregateResult(native, self._handle)
+        # Per input, under its lock: whether it is closed, and its floor, the latest time it has
+        # promised the engine (its latest row's or heartbeat's; with lateness its watermark). One
+        # lock per input: a lateness buffer is not thread-safe, and an input's calls must reach the
+        # engine in the order they were made.
+        self._locks = [threading.Lock() for _ in range(inputs)]
+        self._closed = [False] * inputs
+        self._floors: list[int | None] = [None] * inputs
+        # With lateness: each input's rows go through its own reorder buffer (gate/lateness.h), and
+        # the engine hears its watermark as a heartbeat, so readiness waits no longer than the
+        # bound requires.
+        self._lateness: list[Any] | None = None
+        if input_bounds is not None:
+            log = LateLog(schema, late, inputs)
+            self._result._late_logs.append(log)
+            self._lateness = [_engine.Lateness(schema.__arrow_c_schema__(), i, f"input {i}", time, b, late, log.rows)
+                              for i, b in enumerate(input_bounds)]
+        # Idle inputs (idle_timeout): processing time from `clock`; an input silent for the timeout
+        # is heartbeated to the least floor of the inputs that are not idle, again whenever that
+        # moves, until it speaks. _idle_lock guards the activity times and the periods; it is
+        # taken after an input's lock, never before.
+        self._clock = clock or time_module.monotonic
+        self._started = self._clock()
+        self._idle_lock = threading.Lock()
+        self._active_at = [self._started] * inputs
+        self._idle: list[dict[str, Any] | None] = [None] * inputs  # the open idle period, per input
+        self._idle_periods: list[dict[str, Any]] = []
+        self._stop_watch = threading.Event()
+        # Checkpoints (pyarrow_ops/retention.py has the rule): per input, the rows it handed to the
+        # engine since the retention floor and (lateness) the rows its buffer may hold, under the
+        # input's lock; the rows that left, under self._left.lock. A checkpoint takes every input
+        # lock (in index order), then self._left.lock: a producer waiting in push() for room holds
+        # its input lock while the consumer, needing only self._left.lock, makes that room.
+        self._positions = [0] * inputs  # rows each input has given
+        self._logs = [InputLog(time) for _ in range(inputs)] if checkpointable else None
+        self._window_size = None if isinstance(window, Session) else window.resolve(self._time_type)[0]
+        self._left = Left()
+        self._sink: FileSink | None = None
+        self._resume_sink: tuple[dict[str, Any], pa.Table] | None = None
+        self._periodic = Periodic(checkpoint_dir, checkpoint_every, keep_checkpoints, clock)
+        self._checkpointing = threading.Lock()  # one checkpoint at a time
+        self._counting = threading.Lock()       # the periodic count
+        if self._idle_timeout is not None and clock is None:
+            watcher = threading.Thread(target=_watch_idle, args=(weakref.ref(self), self._stop_watch, self._idle_timeout / 4),
+                                       name="pyarrow-ops idle inputs", daemon=True)
+            watcher.start()
+
+    def _refuse_if_closed(self, input: int, call: str) -> None:
+        # As the engine does, before anything changes; under self._locks[input].
+        if self._closed[input]:
+            raise _engine.UsageError(f"{call}() on input {input}, which is closed: close() promised it sends "
+                                     "nothing more; the call changed nothing")
+
+    def _floor(self) -> int | None:
+        # The retention floor: the least time a row may have and still be in a window yet to leave.
+        end = self._left.end
+        return None if end is None else end - self._window_size  # type: ignore[operator]
+
+    def _send(self, input: int, batch: Any) -> None:
+        # Under self._locks[input]: rows to the engine, kept for checkpoints.
+        if self._logs is None:
+            self._handle.push(input, *batch.__arrow_c_array__())
+            return
+        batch = pa.record_batch(batch)
+        self._handle.push(input, *batch.__arrow_c_array__())
+        self._logs[input].add_sent(batch, self._floor())
+
+    def _forward(self, input: int, released: list[Any], watermark: int | None) -> None:
+        # Under self._locks[input]: rows a lateness buffer released, then its watermark.
+        for batch in released:
+            self._send(input, batch)
+        if watermark is not None and watermark > -(2**63) and watermark != self._floors[input]:
+            self._handle.heartbeat(input, watermark)
+            self._floors[input] = watermark
+
+    def _promise(self, input: int, value: int) -> None:
+        # Under self._locks[input]: a heartbeat at `value`.
+        if self._lateness is None:
+            self._handle.heartbeat(input, value)
+            self._floors[input] = value if self._floors[input] is None else max(self._floors[input], value)
+        else:
+            buffer = self._lateness[input]
+            self._forward(input, buffer.heartbeat(value), buffer.watermark)
+
+    def _spoke(self, input: int) -> None:
+        # After a call of `input`: it is active, and an idle period of it ends.
+        if self._idle_timeout is None:
+            return
+        with self._idle_lock:
+            now = self._clock()
+            self._active_at[input] = now
+            if self._idle[input] is not None:
+                self._idle[input]["to_s"] = now - self._started
+                self._idle[input] = None
+        self.check_idle()
+
+    def _input(self, input: int) -> int:
+        if isinstance(input, bool) or not isinstance(input, int) or not 0 <= input < self.inputs:
+            raise _engine.UsageError(f"input must be an int in [0, {self.inputs}), got {input!r}")
+        return input
+
+    def push(self, input: int, batch: Any) -> None:
+        """Adds a record batch (anything with ``__arrow_c_array__``) to ``input``.
+
+        Raises :class:`UsageError` if ``input`` was closed (nothing changes: the call is refused
+        whole). A pyarrow batch whose string columns differ from the schema only in flavour
+        (``large_string``, ``string_view``) is cast to it."""
+        if not hasattr(batch, "__arrow_c_array__"):
+            raise TypeError(f"push takes a record batch, got {type(batch).__name__}")
+        if isinstance(batch, pa.RecordBatch):
+            batch = conform(batch, self.schema)
+        schema_capsule, array_capsule = batch.__arrow_c_array__()
+        input = self._input(input)
+        with self._locks[input]:
+            self._refuse_if_closed(input, "push")
+            if self._lateness is not None:
+                buffer = self._lateness[input]
+                self._forward(input, buffer.push(schema_capsule, array_capsule), buffer.watermark)
+                if self._logs is not None:
+                    self._logs[input].add_taken(pa.record_batch(batch), buffer.watermark)
+            else:
+                latest = _latest_time(batch, self._time, self._time_type) if self._idle_timeout is not None else None
+                if self._logs is None:
+                    self._handle.push(input, schema_capsule, array_capsule)
+                else:
+                    self._send(input, batch)
+                if latest is not None:
+                    self._floors[input] = latest if self._floors[input] is None else max(self._floors[input], latest)
+            rows = pa.record_batch(batch).num_rows if not hasattr(batch, "num_rows") else batch.num_rows
+            self._positions[input] += rows
+        self._spoke(input)
+        if self._periodic.every is not None:
+            with self._counting:
+                due = self._periodic.add(rows)
+            if due:
+                self._checkpoint_if_due()
+
+    def heartbeat(self, input: int, time: Any) -> None:
+        """Promises that ``input`` sends nothing earlier than ``time``. :class:`UsageError` if
+        ``input`` was closed. With ``lateness``, a row of ``input`` earlier than ``time`` that
+        comes after it is late."""
+        input, value = self._input(input), _time_value(time, self._time_type)
+        with self._locks[input]:
+            self._refuse_if_closed(input, "heartbeat")
+            self._promise(input, value)
+        self._spoke(input)
+
+    def close(self, input: int) -> None:
+        """``input`` sends nothing more. Closing it again raises :class:`UsageError`, as does any
+        later push or heartbeat on it: each is refused whole, so nothing is lost or held."""
+        input = self._input(input)
+        with self._locks[input]:
+            self._refuse_if_closed(input, "close")
+            if self._lateness is not None:
+                self._forward(input, self._lateness[input].finish(), None)
+            self._handle.close(input)
+            self._closed[input] = True
+        self._spoke(input)
+        if all(self._closed):
+            self._stop_watch.set()
+
+    def check_idle(self) -> None:
+        """With ``idle_timeout``: every open input silent (no push, heartbeat or close) for the
+        timeout by ``clock`` is idle, and is heartbeated to the least floor (latest promised time)
+        of the open inputs that are not idle (all being idle: of those that have a floor), so it
+        stops holding them back; its rows must then
+        still come in order from there (or within its ``lateness``, whose policy takes the rest).
+        Runs by itself, a few times per timeout, with the default clock; call it after moving an
+        injected clock."""
+        if self._idle_timeout is None:
+            return
+        with self._idle_lock:
+            now = self._clock()
+            idle = []
+            for i in range(self.inputs):
+                if self._closed[i]:
+                    continue
+                if self._idle[i] is None and now - self._active_at[i] >= self._idle_timeout:
+                    self._idle[i] = {"input": i, "from_s": self._active_at[i] + self._idle_timeout - self._started,
+                                     "to_s": None}
+                    self._idle_periods.append(self._idle[i])
+                if self._idle[i] is not None:
+                    idle.append(i)
+            others = [i for i in range(self.inputs) if not self._closed[i] and self._idle[i] is None]
+        if not idle:
+            return
+        if not others:
+            # Every open input is idle: the quiet ones that never spoke stop holding back what
+            # the others have sent; nobody is moved past the least time an input has reached.
+            others = [i for i in idle if self._floors[i] is not None]
+        if not others or any(self._floors[i] is None for i in others):
+            return  # an input still speaking has promised nothing yet: wait for it
+        target = min(self._floors[i] for i in others)  # type: ignore[type-var]
+        for i in idle:
+            with self._locks[i]:
+                if not self._closed[i] and (self._floors[i] is None or self._floors[i] < target):
+                    self._promise(i, target)
+
+    @property
+    def late(self) -> pa.Table | None:
+        """With ``late="side"``: the late rows so far (see :attr:`Result.late`)."""
+        return self._result.late
+
+    def cancel(self) -> None:
+        """Stops the run; waiting pushes and the consumer return."""
+        self._stop_watch.set()
+        self._handle.cancel()
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        for batch in self._result:
+            batch = self._left.drop_seen(batch)
+            if batch.num_rows:
+                with self._left.lock:
+                    self._left.count(batch)
+                yield batch
+
+    @property
+    def positions(self) -> list[int]:
+        """Rows each input has given (pushed), by input; on a restored run, the rows it had given
+        before the snapshot plus those since: push each input's rows from there."""
+        return list(self._positions)
+
+    def write_ipc(self, path: str | os.PathLike[str] | None = None, *, rows_per_batch: int = 65536) -> None:
+        """Reads the result to its end into an Arrow IPC stream file at ``path`` (in batches of
+        ``rows_per_batch`` rows), committing it with each checkpoint, so that after a restore the
+        file is byte for byte the uninterrupted run's (docs/checkpoints.md). On a restored run
+        that was writing one, ``path`` may be left out: the file is resumed."""
+        self._write(path, "ipc", rows_per_batch)
+
+    def write_parquet(self, path: str | os.PathLike[str] | None = None, *, rows_per_batch: int = 65536) -> None:
+        """:meth:`write_ipc` into a Parquet file (a row group per ``rows_per_batch`` rows), written
+        from ``<path>.spool`` (the committed IPC stream) when the run ends."""
+        self._write(path, "parquet", rows_per_batch)
+
+    def _write(self, path: str | os.PathLike[str] | None, format: str, rows_per_batch: int) -> None:
+        resume, pending = self._resume_sink or (None, None)
+        if resume is not None:
+            if path is not None and os.fspath(path) != resume["path"] or format != resume["format"]:
+                raise _engine.UsageError(f"this run was restored while writing {resume['format']} to {resume['path']}; "
+                                         "resume that file (leave path out)")
+            path, rows_per_batch = resume["path"], resume["rows_per_batch"]
+        elif path is None:
+            raise TypeError(f"write_{format}() needs a path")
+        sink = FileSink(path, self._result.schema, format, rows_per_batch, resume, pending)  # type: ignore[arg-type]
+        with self._left.lock:
+            self._sink = sink
+        try:
+            for batch in self._result:
+                batch = self._left.drop_seen(batch)
+                with self._left.lock:
+                    sink.write(batch)
+                    self._left.count(batch)
+            with self._left.lock:
+                sink.finish()
+                self._sink = None
+        finally:
+            sink.abandon()
+
+    def checkpoint(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """Writes a snapshot of the run at ``path`` (default: the next in ``checkpoint_dir``) and
+        returns its path: every open window (as the rows that fill it), each input's position,
+        watermark and held rows, the rows that have left, and the output file's committed state.
+        Producers wait while it is taken (not while it is written). :func:`pyarrow_ops.restore`
+        resumes from it (docs/checkpoints.md)."""
+        if self._logs is None:
+            raise _engine.UsageError("this run keeps no state for checkpoints: create it with checkpointable=True "
+                                     "or checkpoint_dir=")
+        with self._checkpointing:
+            return self._checkpoint(path)
+
+    def _checkpoint_if_due(self) -> None:
+        if not self._checkpointing.acquire(blocking=False):
+            return  # another thread is taking one
+        try:
+            with self._counting:
+                due = self._periodic.add(0)
+            if due:
+                self._checkpoint(None)
+        finally:
+            self._checkpointing.release()
+
+    def _checkpoint(self, path: str | os.PathLike[str] | None) -> Path:
+        assert self._logs is not None
+        tables: dict[str, pa.Table] = {"schema": self.schema.empty_table()}
+        for lock in self._locks:
+            lock.acquire()
+        try:
+            with self._left.lock:
+                floor = self._floor()
+                state: dict[str, Any] = {
+                    "positions": list(self._positions), "closed": list(self._closed), "floors": list(self._floors),
+                    "left": self._left.state(), "floor": floor,
+                    "watermarks": None if self._lateness is None else [b.watermark for b in self._lateness],
+                    "late_counts": self._result.late_counts, "sink": None}
+                if self._sink is not None:
+                    state["sink"], tables["pending"] = self._sink.commit()
+            for i, log in enumerate(self._logs):
+                tables[f"sent-{i}"] = log.sent_rows(self.schema, floor)
+                if self._lateness is not None:
+                    tables[f"held-{i}"] = log.held_rows(self.schema, self._lateness[i].watermark)
+            late = self._result.late
+        finally:
+            for lock in self._locks:
+                lock.release()
+        if late is not None:
+            tables["late"] = late
+        with self._idle_lock:
+            state["idle"] = [dict(p) for p in self._idle_periods]
+        periodic = path is None
+        if periodic and self._periodic.directory is None:
+            raise TypeError("checkpoint() needs a path (this run has no checkpoint_dir)")
+        written = write_snapshot(self._periodic.next_path() if periodic else path, "live_aggregate",
+                                 self._saved_query, state, tables)  # type: ignore[arg-type]
+        if periodic:
+            self._periodic.written()
+        return written
+
+    @classmethod
+    def _restore(cls, snapshot: Snapshot, clock: Callable[[], float] | None = None) -> LiveAggregate:
+        q, st = snapshot.query, snapshot.state
+        every = q["checkpoint_every"]
+        live = cls(snapshot.table("schema").schema, q["inputs"], time=q["time"], key=q["key"],
+                   window=Window(*q["window"]), aggs={name: Agg(f, c or None) for name, f, c in q["aggs"]},
+                   design=q["design"], update_threads=q["update_threads"], batch_size=q["batch_size"],
+                   lateness=q["lateness"], late=q["late"], idle_timeout=q["idle_timeout"], clock=clock,
+                   checkpointable=True, checkpoint_dir=q["checkpoint_dir"], keep_checkpoints=q["keep_checkpoints"],
+                   checkpoint_every=None if every is None else every.get("tuples") or dt.timedelta(
+                       seconds=every["seconds"]))
+        assert live._logs is not None
+        live._left = Left(**st["left"], skip=True)
+        for log in live._result._late_logs:
+            log.resume(st["late_counts"], snapshot.table("late") if "late.arrow" in snapshot._data else None)
+        for i in range(live.inputs):
+            # The rows the engine had, then its promise, then (lateness) the buffer as it was.
+            sent = snapshot.table(f"sent-{i}")
+            for batch in sent.to_batches():
+                live._handle.push(i, *batch.__arrow_c_array__())
+                live._logs[i].add_sent(batch, None)
+            floor = st["floors"][i]
+            last = times_of(sent, live._time)[-1].as_py() if sent.num_rows else None
+            if floor is not None and (last is None or floor >= last):
+                live._handle.heartbeat(i, floor)
+            live._floors[i] = floor
+            if live._lateness is not None:
+                held, buffer = snapshot.table(f"held-{i}"), live._lateness[i]
+                buffer.resume_at(st["positions"][i] - held.num_rows)
+                if st["watermarks"][i] > -(2**63):
+                    live._forward(i, buffer.heartbeat(st["watermarks"][i]), buffer.watermark)
+                for batch in held.to_batches():
+                    live._forward(i, buffer.push(*batch.__arrow_c_array__()), buffer.watermark)
+                    live._logs[i].add_taken(batch, buffer.watermark)
+            if st["closed"][i]:
+                live._handle.close(i)
+                live._closed[i] = True
+        live._positions = list(st["positions"])
+        live._idle_periods = [p for p in st["idle"]]
+        if st["sink"] is not None:
+            live._resume_sink = (st["sink"], snapshot.table("pending"))
+        return live
+
+    def stats(self) -> dict[str, Any]:
+        """:meth:`AggregateResult.stats`, and ``idle``: with ``idle_timeout``, each period an input
+        was idle, ``from_s`` and ``to_s`` (None while it lasts) in seconds of ``clock`` since the
+        start."""
+        d = self._result.stats()
+        with self._idle_lock:
+            d["idle"] = [dict(p) for p in self._idle_periods]
+        return d
+
+    def __enter__(self) -> LiveAggregate:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cancel()
+        self._result.close()
+
+
+def live_aggregate(
+    schema: pa.Schema,
+    inputs: int,
+    *,
+    time: str,
+    key: str | list[str] | None = None,
+    window: Window | Session,
+    aggs: Mapping[str, Agg],
+    design: Design = "auto",
+    update_threads: int | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    lateness: Lateness = None,
+    late: Late = "error",
+    idle_timeout: float | dt.timedelta | None = None,
+    clock: Callable[[], float] | None = None,
+    checkpointable: bool = False,
+    checkpoint_every: int | dt.timedelta | None = None,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
+    keep_checkpoints: int = 3,
+) -> LiveAggregate:
+    """The push-based streaming form of :func:`aggregate`: a :class:`LiveAggregate` that producers
+    push record batches of ``schema`` into, per input, and a consumer iterates.
+
+    The arguments are :func:`aggregate`'s, but ``schema`` (every pushed batch's) and ``inputs`` (how
+    many inputs, 0 to ``inputs`` - 1) instead of the inputs themselves; :class:`LiveAggregate` has an
+    example with producer threads. With ``lateness``, pushes may be out of time order within the
+    bound: each input's rows wait in a buffer until its latest time less the bound passes them (or
+    a heartbeat or ``close`` releases them), and windows close accordingly. With ``idle_timeout``
+    (seconds or a timedelta of ``clock``, default ``time.monotonic``), an input silent that long
+    stops holding the others back (:meth:`LiveAggregate.check_idle`; ``stats()["idle"]``).
+
+    >>> import pyarrow as pa, pyarrow_ops as po
+    >>> schema = pa.schema([("t", pa.int64()), ("k", pa.int64())])
+    >>> live = po.live_aggregate(schema, 1, time="t", key="k", window=po.tumbling(10), aggs={"n": po.count()})
+    >>> live.push(0, pa.record_batch({"t": [1, 2, 12], "k": [7, 7, 7]}, schema=schema))
+    >>> live.close(0)
+    >>> [(r["window_start"], r["k"], r["n"]) for b in live for r in b.to_pylist()]
+    [(0, 7, 2), (10, 7, 1)]
+    """
+    return LiveAggregate(schema, inputs, time=time, key=key, window=window, aggs=aggs, design=design,
+                         update_threads=update_threads, batch_size=batch_size, lateness=lateness, late=late,
+                         idle_timeout=idle_timeout, clock=clock, checkpointable=checkpointable,
+                         checkpoint_every=checkpoint_every, checkpoint_dir=checkpoint_dir,
+                         keep_checkpoints=keep_checkpoints)
