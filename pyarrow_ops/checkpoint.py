@@ -252,8 +252,8 @@ def restore(path: str | os.PathLike[str], inputs: Any = None, **kwargs: Any) -> 
         from pyarrow_ops.streaming import LiveAggregate
 
         return LiveAggregate._restore(snapshot, **kwargs)
-    from pyarrow_ops.pipeline import _restore_run
+    from pyarrow_ops.replay import restore as restore_run
 
     if inputs is None:
         raise CheckpointError(f"{snapshot.path} is a {snapshot.kind} run: restore it with inputs=, the run's inputs again")
-    return _restore_run(snapshot, inputs, **kwargs)
+    return restore_run(snapshot, inputs, **kwargs)

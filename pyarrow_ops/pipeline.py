@@ -4,13 +4,15 @@ and give exactly the output of a sequential run (docs/pipeline.md)."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
 
-from pyarrow_ops import _engine
+from pyarrow_ops import _engine, replay
 from pyarrow_ops.aggregate import _agg_specs, _aggs, _keys
 from pyarrow_ops.aggregates import Agg
 from pyarrow_ops.experiment import NONE as NO_EXPERIMENT
@@ -427,10 +429,18 @@ class Pipeline:
             experiment: for benchmarks: a :class:`pyarrow_ops.Experiment` (pacing); changes no
                 result.
         """
+        kwargs = dict(threads=threads, scheduler=scheduler, reorder=reorder, partitioning=partitioning, morsel=morsel,
+                      partitions=partitions, reorder_capacity=reorder_capacity, max_inflight=max_inflight,
+                      slice_us=slice_us, batch_size=batch_size, fuse=fuse, push_down=push_down, threading=threading)
         options = _options(threads, scheduler, reorder, partitioning, morsel, partitions, reorder_capacity,
                            max_inflight, slice_us, experiment, fuse, push_down, threading)
         self._last = _run_graph({"result": self}, options, batch_size)["result"]
+        self._last._run = replay.RunSpec("pipeline", {"result": self}, kwargs)
         return self._last
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled for checkpoints (pyarrow_ops/replay.py) and Spark: the definition, not a run.
+        return {**self.__dict__, "_last": None}
 
     def _start(self, options: _engine.PipelineOptions, batch_size: int = 65536, *, merge: bool = True,
                carry: str = "") -> PipelineResult:
@@ -547,6 +557,49 @@ class PipelineResult(Result):
     def __init__(self, native: _engine.Stream, handle: _engine.PipelineHandle) -> None:
         super().__init__(native)
         self._handle = handle
+        self._output = replay.Output()
+        self._run: replay.RunSpec | None = None
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        return replay.iterate(self)
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        if self._output.skip == 0:
+            return super().__arrow_c_stream__(requested_schema)
+        return pa.RecordBatchReader.from_batches(self.schema, iter(self)).__arrow_c_stream__()
+
+    def write_ipc(self, path: str | os.PathLike[str] | None = None, *, rows_per_batch: int = 65536,
+                  checkpoint_dir: str | os.PathLike[str] | None = None,
+                  checkpoint_every: int | dt.timedelta | None = None, keep_checkpoints: int = 3) -> None:
+        """Reads the result to its end into an Arrow IPC stream file at ``path``, in batches of
+        ``rows_per_batch`` rows. With ``checkpoint_dir``, snapshots every ``checkpoint_every``
+        output rows (or timedelta), keeping the last ``keep_checkpoints``, each committing the
+        file: after :func:`pyarrow_ops.restore` the file is byte for byte the uninterrupted run's
+        (docs/checkpoints.md). A restored run resumes its file (leave the arguments out)."""
+        self._write(path, "ipc", rows_per_batch, checkpoint_dir, checkpoint_every, keep_checkpoints)
+
+    def write_parquet(self, path: str | os.PathLike[str] | None = None, *, rows_per_batch: int = 65536,
+                      checkpoint_dir: str | os.PathLike[str] | None = None,
+                      checkpoint_every: int | dt.timedelta | None = None, keep_checkpoints: int = 3) -> None:
+        """:meth:`write_ipc` into a Parquet file (a row group per ``rows_per_batch`` rows), written
+        when the run ends from ``<path>.spool``, the committed stream."""
+        self._write(path, "parquet", rows_per_batch, checkpoint_dir, checkpoint_every, keep_checkpoints)
+
+    def _write(self, path: Any, format: str, *args: Any) -> None:
+        spec = self._one_run("write")
+        replay.write({"result": self}, spec, {} if path is None else {"result": path}, format, *args,
+                     next_any=replay.one_output(self._native))
+
+    def checkpoint(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """Writes a snapshot of the run (the rows that have left, the output file's committed
+        state, the query) at ``path`` (default: the next in ``checkpoint_dir``); returns its path."""
+        return replay.checkpoint({"result": self}, self._one_run("checkpoint"), path)
+
+    def _one_run(self, what: str) -> replay.RunSpec:
+        if self._run is None or self._run.kind != "pipeline":
+            raise _engine.UsageError(f"{what}() is for a pipeline's run(); for an output of a graph run, "
+                                     f"call the GraphResult's {what}()")
+        return self._run
 
     def stats(self) -> dict[str, Any]:
         """Per operator (``operators``): tuples in and out, worker time, cost per tuple,
@@ -700,8 +753,38 @@ class GraphResult(Mapping[str, PipelineResult]):
     them): an output nobody reads holds at most ``max_inflight`` batches, and then the whole run
     waits for it. Close an output you do not want: the run stops keeping its rows."""
 
-    def __init__(self, results: dict[str, PipelineResult]) -> None:
+    def __init__(self, results: dict[str, PipelineResult], spec: replay.RunSpec | None = None) -> None:
         self._results = results
+        self._run = spec
+        for r in results.values():
+            r._run = spec
+
+    def write_ipc(self, paths: Mapping[str, str | os.PathLike[str]] | None = None, *, rows_per_batch: int = 65536,
+                  checkpoint_dir: str | os.PathLike[str] | None = None,
+                  checkpoint_every: int | dt.timedelta | None = None, keep_checkpoints: int = 3) -> None:
+        """Reads every output to its end, all together, into the Arrow IPC stream file
+        ``paths[name]``; checkpoints as :meth:`PipelineResult.write_ipc` does."""
+        replay.write(self._results, self._spec(), paths or {}, "ipc", rows_per_batch, checkpoint_dir,
+                     checkpoint_every, keep_checkpoints, next_any=replay.any_output(self._handle()))
+
+    def write_parquet(self, paths: Mapping[str, str | os.PathLike[str]] | None = None, *,
+                      rows_per_batch: int = 65536, checkpoint_dir: str | os.PathLike[str] | None = None,
+                      checkpoint_every: int | dt.timedelta | None = None, keep_checkpoints: int = 3) -> None:
+        """:meth:`write_ipc` into Parquet files."""
+        replay.write(self._results, self._spec(), paths or {}, "parquet", rows_per_batch, checkpoint_dir,
+                     checkpoint_every, keep_checkpoints, next_any=replay.any_output(self._handle()))
+
+    def checkpoint(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """A snapshot of the run (every output's rows that have left and file); returns its path."""
+        return replay.checkpoint(self._results, self._spec(), path)
+
+    def _spec(self) -> replay.RunSpec:
+        if self._run is None:
+            raise _engine.UsageError("this graph result was not made by run()")
+        return self._run
+
+    def _handle(self) -> Any:
+        return next(iter(self._results.values()))._handle
 
     def __getitem__(self, name: str) -> PipelineResult:
         return self._results[name]
@@ -717,11 +800,9 @@ class GraphResult(Mapping[str, PipelineResult]):
         output has one), as tables."""
         names = list(self._results)
         batches: dict[str, list[pa.RecordBatch]] = {name: [] for name in names}
-        handle = self._results[names[0]]._handle
-        while (item := handle.next_any()) is not None:
-            index, batch = item
-            if batch is not None:
-                batches[names[index]].append(pa.record_batch(batch))
+        for index, batch in replay.any_output(self._handle()):
+            batch = self._results[names[index]]._output.drop_seen(batch)
+            batches[names[index]].append(batch)
         for r in self._results.values():
             r.close()
         return {name: pa.Table.from_batches(batches[name], schema=r.schema) for name, r in self._results.items()}
@@ -764,9 +845,12 @@ def run(outputs: Mapping[str, Pipeline], threads: int | Literal["auto"] | None =
     >>> tables["sessions"]["session"].to_pylist(), tables["late"]["t"].to_pylist()
     ([0, 0, 0, 1], [3, 9])
     """
+    kwargs = dict(threads=threads, scheduler=scheduler, reorder=reorder, partitioning=partitioning, morsel=morsel,
+                  partitions=partitions, reorder_capacity=reorder_capacity, max_inflight=max_inflight,
+                  slice_us=slice_us, batch_size=batch_size, fuse=fuse, push_down=push_down, threading=threading)
     options = _options(threads, scheduler, reorder, partitioning, morsel, partitions, reorder_capacity, max_inflight,
                        slice_us, experiment, fuse, push_down, threading)
-    return GraphResult(_run_graph(outputs, options, batch_size))
+    return GraphResult(_run_graph(outputs, options, batch_size), replay.RunSpec("graph", outputs, kwargs))
 
 
 def plan(outputs: Mapping[str, Pipeline], *, fuse: bool = True, push_down: bool = True) -> dict[str, Any]:

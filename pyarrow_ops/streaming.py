@@ -167,11 +167,15 @@ class LiveAggregate:
         self._idle_periods: list[dict[str, Any]] = []
         self._stop_watch = threading.Event()
         # Checkpoints (pyarrow_ops/retention.py has the rule): per input, the rows it handed to the
-        # engine since the retention floor and (lateness) the rows its buffer may hold, under the
-        # input's lock; the rows that left, under self._left.lock. A checkpoint takes every input
-        # lock (in index order), then self._left.lock: a producer waiting in push() for room holds
-        # its input lock while the consumer, needing only self._left.lock, makes that room.
+        # engine since the retention floor, (lateness) the rows its buffer may hold and its
+        # watermark, and its position, under the input's state lock; the rows that left, under
+        # self._left.lock. A checkpoint takes every state lock (in index order), then
+        # self._left.lock. No engine call is made under a state lock: a push may wait for room
+        # until other inputs' pushes arrive (a merge needs them all), so a checkpoint that waited
+        # for an input lock could wait for ever.
+        self._state = [threading.Lock() for _ in range(inputs)]
         self._positions = [0] * inputs  # rows each input has given
+        self._replay_errors: list[BaseException | None] = [None] * inputs  # a restore's, per input
         self._logs = [InputLog(time) for _ in range(inputs)] if checkpointable else None
         self._window_size = None if isinstance(window, Session) else window.resolve(self._time_type)[0]
         self._left = Left()
@@ -187,6 +191,9 @@ class LiveAggregate:
 
     def _refuse_if_closed(self, input: int, call: str) -> None:
         # As the engine does, before anything changes; under self._locks[input].
+        if self._replay_errors[input] is not None:
+            raise _engine.UsageError(f"input {input} could not be restored: "
+                                     f"{self._replay_errors[input]}") from self._replay_errors[input]
         if self._closed[input]:
             raise _engine.UsageError(f"{call}() on input {input}, which is closed: close() promised it sends "
                                      "nothing more; the call changed nothing")
@@ -196,19 +203,31 @@ class LiveAggregate:
         end = self._left.end
         return None if end is None else end - self._window_size  # type: ignore[operator]
 
-    def _send(self, input: int, batch: Any) -> None:
-        # Under self._locks[input]: rows to the engine, kept for checkpoints.
-        if self._logs is None:
-            self._handle.push(input, *batch.__arrow_c_array__())
-            return
-        batch = pa.record_batch(batch)
-        self._handle.push(input, *batch.__arrow_c_array__())
-        self._logs[input].add_sent(batch, self._floor())
+    def _through(self, input: int, step: Callable[[], list[Any]], taken: Any = None, rows: int = 0,
+                 final: bool = False) -> None:
+        # Under self._locks[input], with lateness: `step` (the buffer's push, heartbeat or finish:
+        # quick, it never waits) runs under the input's state lock together with everything a
+        # checkpoint reads of the input (the buffer's watermark, the logs, the position), so a
+        # snapshot sees the input before or after the call, whole. The engine calls, which may
+        # wait for room (for other inputs' rows, with a merge), come after, outside that lock.
+        with self._state[input]:
+            buffer = self._lateness[input]  # type: ignore[index]
+            released = step()
+            if self._logs is not None:
+                released = [pa.record_batch(b) for b in released]
+                floor = self._floor()
+                for batch in released:
+                    self._logs[input].add_sent(batch, floor)
+                if taken is not None:
+                    self._logs[input].add_taken(pa.record_batch(taken), buffer.watermark)
+            self._positions[input] += rows
+            watermark = None if final else buffer.watermark
+        self._forward(input, released, watermark)
 
     def _forward(self, input: int, released: list[Any], watermark: int | None) -> None:
         # Under self._locks[input]: rows a lateness buffer released, then its watermark.
         for batch in released:
-            self._send(input, batch)
+            self._handle.push(input, *batch.__arrow_c_array__())
         if watermark is not None and watermark > -(2**63) and watermark != self._floors[input]:
             self._handle.heartbeat(input, watermark)
             self._floors[input] = watermark
@@ -220,7 +239,7 @@ class LiveAggregate:
             self._floors[input] = value if self._floors[input] is None else max(self._floors[input], value)
         else:
             buffer = self._lateness[input]
-            self._forward(input, buffer.heartbeat(value), buffer.watermark)
+            self._through(input, lambda: buffer.heartbeat(value))
 
     def _spoke(self, input: int) -> None:
         # After a call of `input`: it is active, and an idle period of it ends.
@@ -253,21 +272,22 @@ class LiveAggregate:
         input = self._input(input)
         with self._locks[input]:
             self._refuse_if_closed(input, "push")
+            rows = batch.num_rows if hasattr(batch, "num_rows") else pa.record_batch(batch).num_rows
             if self._lateness is not None:
                 buffer = self._lateness[input]
-                self._forward(input, buffer.push(schema_capsule, array_capsule), buffer.watermark)
-                if self._logs is not None:
-                    self._logs[input].add_taken(pa.record_batch(batch), buffer.watermark)
+                self._through(input, lambda: buffer.push(schema_capsule, array_capsule),
+                              taken=batch if self._logs is not None else None, rows=rows)
             else:
                 latest = _latest_time(batch, self._time, self._time_type) if self._idle_timeout is not None else None
-                if self._logs is None:
-                    self._handle.push(input, schema_capsule, array_capsule)
-                else:
-                    self._send(input, batch)
+                with self._state[input]:  # what a checkpoint reads: before the engine call, which may wait
+                    if self._logs is not None:
+                        batch = pa.record_batch(batch)
+                        schema_capsule, array_capsule = batch.__arrow_c_array__()
+                        self._logs[input].add_sent(batch, self._floor())
+                    self._positions[input] += rows
+                self._handle.push(input, schema_capsule, array_capsule)
                 if latest is not None:
                     self._floors[input] = latest if self._floors[input] is None else max(self._floors[input], latest)
-            rows = pa.record_batch(batch).num_rows if not hasattr(batch, "num_rows") else batch.num_rows
-            self._positions[input] += rows
         self._spoke(input)
         if self._periodic.every is not None:
             with self._counting:
@@ -292,7 +312,7 @@ class LiveAggregate:
         with self._locks[input]:
             self._refuse_if_closed(input, "close")
             if self._lateness is not None:
-                self._forward(input, self._lateness[input].finish(), None)
+                self._through(input, self._lateness[input].finish, final=True)
             self._handle.close(input)
             self._closed[input] = True
         self._spoke(input)
@@ -422,7 +442,7 @@ class LiveAggregate:
     def _checkpoint(self, path: str | os.PathLike[str] | None) -> Path:
         assert self._logs is not None
         tables: dict[str, pa.Table] = {"schema": self.schema.empty_table()}
-        for lock in self._locks:
+        for lock in self._state:
             lock.acquire()
         try:
             with self._left.lock:
@@ -440,7 +460,7 @@ class LiveAggregate:
                     tables[f"held-{i}"] = log.held_rows(self.schema, self._lateness[i].watermark)
             late = self._result.late
         finally:
-            for lock in self._locks:
+            for lock in self._state:
                 lock.release()
         if late is not None:
             tables["late"] = late
@@ -470,33 +490,48 @@ class LiveAggregate:
         live._left = Left(**st["left"], skip=True)
         for log in live._result._late_logs:
             log.resume(st["late_counts"], snapshot.table("late") if "late.arrow" in snapshot._data else None)
-        for i in range(live.inputs):
-            # The rows the engine had, then its promise, then (lateness) the buffer as it was.
-            sent = snapshot.table(f"sent-{i}")
-            for batch in sent.to_batches():
-                live._handle.push(i, *batch.__arrow_c_array__())
-                live._logs[i].add_sent(batch, None)
-            floor = st["floors"][i]
-            last = times_of(sent, live._time)[-1].as_py() if sent.num_rows else None
-            if floor is not None and (last is None or floor >= last):
-                live._handle.heartbeat(i, floor)
-            live._floors[i] = floor
-            if live._lateness is not None:
-                held, buffer = snapshot.table(f"held-{i}"), live._lateness[i]
-                buffer.resume_at(st["positions"][i] - held.num_rows)
-                if st["watermarks"][i] > -(2**63):
-                    live._forward(i, buffer.heartbeat(st["watermarks"][i]), buffer.watermark)
-                for batch in held.to_batches():
-                    live._forward(i, buffer.push(*batch.__arrow_c_array__()), buffer.watermark)
-                    live._logs[i].add_taken(batch, buffer.watermark)
-            if st["closed"][i]:
-                live._handle.close(i)
-                live._closed[i] = True
         live._positions = list(st["positions"])
         live._idle_periods = [p for p in st["idle"]]
         if st["sink"] is not None:
             live._resume_sink = (st["sink"], snapshot.table("pending"))
+        # Each input's rows go back in on a thread of its own, holding the input's lock until done,
+        # so that restore() returns at once: the engine takes them as the consumer makes room (and
+        # a merge waits for every input), and a producer's push() waits for its input's replay.
+        for i in range(live.inputs):
+            live._locks[i].acquire()
+            held = snapshot.table(f"held-{i}") if live._lateness is not None else None
+            threading.Thread(target=live._replay, args=(i, snapshot.table(f"sent-{i}"), held, st),
+                             name=f"pyarrow-ops restore input {i}", daemon=True).start()
         return live
+
+    def _replay(self, i: int, sent: pa.Table, held: pa.Table | None, st: dict[str, Any]) -> None:
+        # A restore, on input i's own thread, with self._locks[i] held (released here): the rows
+        # the engine had, then its promise, then (lateness) the buffer as it was.
+        assert self._logs is not None
+        try:
+            for batch in sent.to_batches():
+                with self._state[i]:
+                    self._logs[i].add_sent(batch, None)
+                self._handle.push(i, *batch.__arrow_c_array__())
+            floor = st["floors"][i]
+            last = times_of(sent, self._time)[-1].as_py() if sent.num_rows else None
+            if floor is not None and (last is None or floor >= last):
+                self._handle.heartbeat(i, floor)
+            self._floors[i] = floor
+            if self._lateness is not None and held is not None:
+                buffer = self._lateness[i]
+                buffer.resume_at(st["positions"][i] - held.num_rows)
+                if st["watermarks"][i] > -(2**63):
+                    self._through(i, lambda: buffer.heartbeat(st["watermarks"][i]))
+                for batch in held.to_batches():
+                    self._through(i, lambda b=batch: buffer.push(*b.__arrow_c_array__()), taken=batch)
+            if st["closed"][i]:
+                self._handle.close(i)
+                self._closed[i] = True
+        except BaseException as e:  # noqa: BLE001 (the run failed or was cancelled: its calls say so)
+            self._replay_errors[i] = e
+        finally:
+            self._locks[i].release()
 
     def stats(self) -> dict[str, Any]:
         """:meth:`AggregateResult.stats`, and ``idle``: with ``idle_timeout``, each period an input

@@ -1,0 +1,225 @@
+"""Checkpoints of pipeline and graph runs: output positions and the committing file sink; restore
+by replay (docs/checkpoints.md).
+
+A pipeline's output is a function of its inputs alone (every option gives the identical, ordered
+result), so the rows each output has produced are determined by how many have left. A snapshot
+records, per output, the rows that had left and its file's committed state, and the query itself
+(pickled, with each source's inputs left out); a restore runs the query again over the same
+inputs and drops each output's first rows up to that count. Nothing is lost or repeated, whatever
+the thread counts, batch sizes or timing of the two runs.
+
+The operators' state is recomputed, not read back: the restore reads the inputs from their
+start, which suits replayable inputs (files, tables) and costs a pass over what came before.
+Saving each operator's state instead (as the live aggregation does, pyarrow_ops/retention.py) is
+the next step, for runs too long to read again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import os
+import pickle
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from pyarrow_ops import _engine
+from pyarrow_ops.checkpoint import CheckpointError, Periodic, Snapshot
+from pyarrow_ops.checkpoint import write as write_snapshot
+from pyarrow_ops.io import as_input_list
+from pyarrow_ops.sink import FileSink
+
+
+class Output:
+    """One output's progress (under ``lock``): rows that have left, rows a restored run still
+    drops (those that had left before its snapshot), and its sink."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.left = 0
+        self.skip = 0
+        self.sink: FileSink | None = None
+        self.resume: tuple[dict[str, Any], pa.Table] | None = None
+
+    def drop_seen(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if self.skip == 0:
+            return batch
+        drop = min(self.skip, batch.num_rows)
+        self.skip -= drop
+        return batch.slice(drop)
+
+
+class RunSpec:
+    """What a restore needs to run the query again: "pipeline" or "graph", the outputs, the
+    run's options, and (once writing) where and how often to checkpoint."""
+
+    def __init__(self, kind: str, outputs: Mapping[str, Any], options: dict[str, Any]) -> None:
+        self.kind, self.outputs, self.options = kind, dict(outputs), options
+        self.periodic: Periodic | None = None
+        self.writing: dict[str, Any] = {}
+
+    def pickled(self) -> bytes:
+        """The outputs and options, each source's input list saved as its index."""
+        from pyarrow_ops.live import LiveInput
+        from pyarrow_ops.pipeline import _Graph
+
+        graph = _Graph(self.outputs)
+        sources = {id(inputs): k for k, inputs in enumerate(graph.inputs)}
+        if any(isinstance(item, LiveInput) for inputs in graph.inputs for item in inputs):
+            raise CheckpointError("a run over a LiveInput cannot be checkpointed yet: its rows cannot be read "
+                                  "again (checkpoint a live_aggregate, or run over replayable inputs)")
+
+        class Pickler(pickle.Pickler):
+            def persistent_id(self, obj: Any) -> Any:
+                return ("source", sources[id(obj)]) if isinstance(obj, list) and id(obj) in sources else None
+
+        buffer = io.BytesIO()
+        try:
+            Pickler(buffer).dump((self.outputs, {k: v for k, v in self.options.items() if k != "experiment"}))
+        except (pickle.PicklingError, AttributeError, TypeError) as e:
+            raise CheckpointError(f"this query cannot be saved for a checkpoint ({e}): a map_batches function "
+                                  "must be importable by name (not a lambda or a local function)") from None
+        return buffer.getvalue()
+
+
+def _unpickled(blob: bytes, inputs: Any, sources: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    if sources == 1 and not (isinstance(inputs, (list, tuple)) and inputs and all(
+            isinstance(x, (list, tuple)) for x in inputs)):
+        inputs = [inputs]
+    inputs = list(inputs)
+    if len(inputs) != sources:
+        raise CheckpointError(f"this run read {sources} sources; restore it with inputs= one list of inputs per "
+                              f"source, in the order of the first run (got {len(inputs)})")
+    lists = [as_input_list(x) for x in inputs]
+
+    class Unpickler(pickle.Unpickler):
+        def persistent_load(self, pid: Any) -> Any:
+            return lists[pid[1]]
+
+    return Unpickler(io.BytesIO(blob)).load()
+
+
+def write(results: Mapping[str, Any], spec: RunSpec, paths: Mapping[str, Any], format: str, rows_per_batch: int,
+          checkpoint_dir: str | os.PathLike[str] | None, checkpoint_every: int | dt.timedelta | None,
+          keep_checkpoints: int, next_any: Any) -> None:
+    """Reads every output of a run into its file, committing them with each checkpoint."""
+    outputs = {name: r._output for name, r in results.items()}
+    if any(o.resume is not None for o in outputs.values()):  # a restored run: resume its files
+        saved = spec.writing
+        if format != saved["format"] or (paths and {k: str(v) for k, v in paths.items()} != saved["paths"]):
+            raise _engine.UsageError(f"this run was restored while writing {saved['format']} to {saved['paths']}; "
+                                     "resume those (leave the paths out)")
+        paths, rows_per_batch = saved["paths"], saved["rows_per_batch"]
+        checkpoint_dir, keep_checkpoints = saved["checkpoint_dir"], saved["keep_checkpoints"]
+        every = saved["checkpoint_every"]
+        checkpoint_every = None if every is None else every.get("rows") or dt.timedelta(seconds=every["seconds"])
+    if set(paths) != set(results):
+        raise TypeError(f"give a path for each output: {sorted(results)}")
+    spec.periodic = Periodic(checkpoint_dir, checkpoint_every, keep_checkpoints)
+    spec.writing = {"format": format, "paths": {k: str(v) for k, v in paths.items()}, "rows_per_batch": rows_per_batch,
+                    "checkpoint_dir": None if checkpoint_dir is None else os.fspath(checkpoint_dir),
+                    "keep_checkpoints": keep_checkpoints,
+                    "checkpoint_every": None if checkpoint_every is None else (
+                        {"seconds": checkpoint_every.total_seconds()} if isinstance(checkpoint_every, dt.timedelta)
+                        else {"rows": checkpoint_every})}
+    names = list(results)
+    for name, o in outputs.items():
+        resume, pending = o.resume or (None, None)
+        o.sink = FileSink(paths[name], results[name].schema, format, rows_per_batch, resume, pending)
+    try:
+        for index, batch in next_any:
+            o = outputs[names[index]]
+            batch = o.drop_seen(batch)
+            with o.lock:
+                o.sink.write(batch)  # type: ignore[union-attr]
+                o.left += batch.num_rows
+            if spec.periodic.add(batch.num_rows):
+                checkpoint(results, spec, None)
+        for o in outputs.values():
+            with o.lock:
+                o.sink.finish()  # type: ignore[union-attr]
+                o.sink = None
+    finally:
+        for o in outputs.values():
+            if o.sink is not None:
+                o.sink.abandon()
+
+
+def checkpoint(results: Mapping[str, Any], spec: RunSpec, path: str | os.PathLike[str] | None) -> Path:
+    """A snapshot of a pipeline or graph run: per output, the rows that had left and its file."""
+    outputs = {name: r._output for name, r in results.items()}
+    state: dict[str, Any] = {"outputs": {}}
+    tables: dict[str, pa.Table] = {}
+    for k, (name, o) in enumerate(outputs.items()):
+        with o.lock:
+            entry: dict[str, Any] = {"rows": o.left, "sink": None}
+            if o.sink is not None:
+                entry["sink"], tables[f"pending-{k}"] = o.sink.commit()
+            state["outputs"][name] = entry
+    query = {"kind": spec.kind, "names": list(outputs), "writing": spec.writing,
+             "sources": len(_sources(spec))}
+    periodic = path is None
+    if periodic and (spec.periodic is None or spec.periodic.directory is None):
+        raise TypeError("checkpoint() needs a path (this run writes no checkpoint_dir)")
+    written = write_snapshot(spec.periodic.next_path() if periodic else path,  # type: ignore[union-attr]
+                             spec.kind, query, state, tables, {"query.pickle": spec.pickled()})
+    if periodic:
+        spec.periodic.written()  # type: ignore[union-attr]
+    return written
+
+
+def _sources(spec: RunSpec) -> list[Any]:
+    from pyarrow_ops.pipeline import _Graph
+
+    return _Graph(spec.outputs).inputs
+
+
+def restore(snapshot: Snapshot, inputs: Any) -> Any:
+    """The run of ``snapshot`` again over ``inputs``, each output dropping the rows that had left."""
+    outputs, options = _unpickled(snapshot.blob("query.pickle"), inputs, snapshot.query["sources"])
+    from pyarrow_ops.pipeline import run as run_graph
+
+    if snapshot.kind == "pipeline":
+        result = outputs["result"].run(**options)
+        results = {"result": result}
+    else:
+        result = run_graph(outputs, **options)
+        results = dict(result.items())
+    spec = results[next(iter(results))]._run
+    spec.writing = snapshot.query["writing"]
+    for k, (name, r) in enumerate(results.items()):
+        saved = snapshot.state["outputs"][name]
+        r._output.left = r._output.skip = saved["rows"]
+        if saved["sink"] is not None:
+            r._output.resume = (saved["sink"], snapshot.table(f"pending-{k}"))
+    return result
+
+
+def iterate(result: Any) -> Iterator[pa.RecordBatch]:
+    """A pipeline result's batches, less those a restore drops, counted as they leave."""
+    o: Output = result._output
+    native = result._native
+    while (batch := native.next_batch()) is not None:
+        batch = o.drop_seen(pa.record_batch(batch))
+        if batch.num_rows:
+            with o.lock:
+                o.left += batch.num_rows
+            yield batch
+    native.close()
+
+
+def one_output(native: Any) -> Iterable[tuple[int, pa.RecordBatch]]:
+    while (batch := native.next_batch()) is not None:
+        yield 0, pa.record_batch(batch)
+    native.close()
+
+
+def any_output(handle: Any) -> Iterable[tuple[int, pa.RecordBatch]]:
+    while (item := handle.next_any()) is not None:
+        index, batch = item
+        if batch is not None:
+            yield index, pa.record_batch(batch)
