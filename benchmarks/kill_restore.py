@@ -84,13 +84,13 @@ def child(scenario: str, directory: Path, rows: int, every: int, fsync_kill: int
             table = inputs[i].slice(positions[i])
             for batch in table.to_batches(max_chunksize=499):
                 live.push(i, batch)
-            if not live._closed[i]:
+            if not live.closed[i]:
                 live.close(i)
 
         producers = [threading.Thread(target=produce, args=(i,)) for i in range(3)]
         for p in producers:
             p.start()
-        live.write_ipc(None if resume else out, rows_per_batch=1000)
+        live.write_ipc(out, rows_per_batch=1000)  # a restored run resumes the same file
         for p in producers:
             p.join()
         return

@@ -130,6 +130,10 @@ def write(results: Mapping[str, Any], spec: RunSpec, paths: Mapping[str, Any], f
     for name, o in outputs.items():
         resume, pending = o.resume or (None, None)
         o.sink = FileSink(paths[name], results[name].schema, format, rows_per_batch, resume, pending)
+    if all(o.sink.complete for o in outputs.values()):  # type: ignore[union-attr]
+        for r in results.values():  # restored after it had finished: the files are whole
+            r.close()
+        return
     try:
         for index, batch in next_any:
             o = outputs[names[index]]

@@ -38,7 +38,13 @@ class FileSink:
         self._stream_path = self.path if format == "ipc" else self.path.with_name(self.path.name + ".spool")
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
-        if resume is None:
+        # A restore of a Parquet run that had finished: its spool was removed after the file was
+        # renamed into place (atomically), so the file is whole; nothing is left to write.
+        self.complete = resume is not None and format == "parquet" and not self._stream_path.exists() \
+            and self.path.exists()
+        if self.complete:
+            self.rows = resume["rows"]  # type: ignore[index]
+        elif resume is None:
             self._file = open(self._stream_path, "wb")
             self._file.write(schema.serialize().to_pybytes())
             self.rows = 0  # rows in the file
@@ -85,6 +91,7 @@ class FileSink:
 
     def commit(self) -> tuple[dict[str, Any], pa.Table]:
         """For a checkpoint: makes the file durable; returns its state and the pending rows."""
+        assert not self.complete
         self._file.flush()
         os.fsync(self._file.fileno())
         state = {"path": str(self.path), "format": self.format, "rows_per_batch": self.rows_per_batch,
@@ -93,6 +100,8 @@ class FileSink:
 
     def finish(self) -> None:
         """The end of the run: the last rows, the end-of-stream marker, and (Parquet) the file."""
+        if self.complete:
+            return
         self._append(pa.Table.from_batches(self._pending, schema=self.schema))
         self._pending, self._pending_rows = [], 0
         self._file.write(_EOS)
@@ -112,5 +121,5 @@ class FileSink:
 
     def abandon(self) -> None:
         """Closes the file without finishing it (a failed or cancelled run)."""
-        if not self._file.closed:
+        if not self.complete and not self._file.closed:
             self._file.close()

@@ -375,6 +375,11 @@ class LiveAggregate:
                 yield batch
 
     @property
+    def closed(self) -> list[bool]:
+        """Per input, whether it was closed (on a restored run, before the snapshot or since)."""
+        return list(self._closed)
+
+    @property
     def positions(self) -> list[int]:
         """Rows each input has given (pushed), by input; on a restored run, the rows it had given
         before the snapshot plus those since: push each input's rows from there."""
@@ -402,6 +407,9 @@ class LiveAggregate:
         elif path is None:
             raise TypeError(f"write_{format}() needs a path")
         sink = FileSink(path, self._result.schema, format, rows_per_batch, resume, pending)  # type: ignore[arg-type]
+        if sink.complete:  # restored after it had finished: the file is whole
+            self.cancel()
+            return
         with self._left.lock:
             self._sink = sink
         try:
@@ -491,6 +499,7 @@ class LiveAggregate:
         for log in live._result._late_logs:
             log.resume(st["late_counts"], snapshot.table("late") if "late.arrow" in snapshot._data else None)
         live._positions = list(st["positions"])
+        live._closed = list(st["closed"])  # now: a producer asks before its input's replay ends
         live._idle_periods = [p for p in st["idle"]]
         if st["sink"] is not None:
             live._resume_sink = (st["sink"], snapshot.table("pending"))
@@ -527,7 +536,6 @@ class LiveAggregate:
                     self._through(i, lambda b=batch: buffer.push(*b.__arrow_c_array__()), taken=batch)
             if st["closed"][i]:
                 self._handle.close(i)
-                self._closed[i] = True
         except BaseException as e:  # noqa: BLE001 (the run failed or was cancelled: its calls say so)
             self._replay_errors[i] = e
         finally:

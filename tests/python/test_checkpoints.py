@@ -200,3 +200,149 @@ def test_the_file_sink_after_a_restore_is_byte_identical(seed: int, tmp_path: Pa
     interrupted(case, tmp_path, cut, int(rng.integers(0, 3)), sink=part)
     assert part.read_bytes() == whole.read_bytes()
     assert pa.ipc.open_stream(whole).read_all().equals(uninterrupted(case)[0])
+
+
+# --- Pipelines and graphs ------------------------------------------------------------------------
+
+
+def clicks(seed: int, inputs: int = 2, rows: int = 3000) -> list[pa.Table]:
+    rng = np.random.default_rng(seed)
+    return [pa.table({"t": np.sort(rng.integers(0, rows, rows)).astype(np.int64),
+                      "k": pa.array(np.array(["a", "b", "c"])[rng.integers(0, 3, rows)]),
+                      "v": rng.normal(0, 10, rows)}, schema=SCHEMA) for _ in range(inputs)]
+
+
+def chain(inputs: list[pa.Table]) -> po.Pipeline:
+    return (po.Pipeline(inputs, time="t").filter(po.col("v") > -8).sessionize("k", gap=5)
+            .running("k", {"n": po.count(), "s": po.sum("v")}))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_pipeline_restored_from_any_checkpoint_writes_the_same_file(seed: int, tmp_path: Path) -> None:
+    rng = np.random.default_rng(seed)
+    inputs = clicks(seed)
+    chain(inputs).run(threads=2).write_ipc(tmp_path / "whole.arrow", rows_per_batch=100)
+    out = tmp_path / "out.arrow"
+    chain(inputs).run(threads=int(rng.integers(1, 4)), batch_size=int(rng.integers(50, 500))).write_ipc(
+        out, rows_per_batch=100, checkpoint_dir=tmp_path / "ck", checkpoint_every=int(rng.integers(150, 900)),
+        keep_checkpoints=100)
+    snapshots = sorted(p for p in (tmp_path / "ck").iterdir() if p.name.isdigit())
+    assert len(snapshots) >= 2
+    for snapshot in snapshots:  # each restore cuts the file back to its snapshot and writes the rest again
+        po.restore(snapshot, inputs=inputs).write_ipc()
+        assert out.read_bytes() == (tmp_path / "whole.arrow").read_bytes()
+
+
+def test_a_graph_restores_every_output(tmp_path: Path) -> None:
+    inputs = clicks(7)
+    other = po.Pipeline(inputs[:1], time="t").window_aggregate(po.tumbling(50), {"s": po.sum("v")}, key="k")
+
+    def outputs() -> dict[str, po.Pipeline]:
+        return {"chain": chain(inputs), "windows": other}
+
+    paths = {"chain": tmp_path / "a.arrow", "windows": tmp_path / "b.arrow"}
+    po.run(outputs(), threads=2).write_parquet(paths, rows_per_batch=64)
+    whole = {k: p.read_bytes() for k, p in paths.items()}
+    po.run(outputs(), threads=1).write_parquet(paths, rows_per_batch=64, checkpoint_dir=tmp_path / "ck",
+                                               checkpoint_every=200, keep_checkpoints=100)
+    for snapshot in sorted(p for p in (tmp_path / "ck").iterdir() if p.name.isdigit()):
+        po.restore(snapshot, inputs=[inputs, inputs[:1]]).write_parquet()
+        assert {k: p.read_bytes() for k, p in paths.items()} == whole
+
+
+def test_a_pipeline_read_in_part_continues_after_its_snapshot(tmp_path: Path) -> None:
+    inputs = clicks(3)
+    expected = chain(inputs).run().to_arrow()
+    result = chain(inputs).run(threads=2, batch_size=64)
+    batches = iter(result)
+    head = [next(batches), next(batches)]
+    path = result.checkpoint(tmp_path / "snapshot")
+    result.close()
+    rest = po.restore(path, inputs=inputs).to_arrow()
+    left = sum(b.num_rows for b in head)
+    assert pa.concat_tables([pa.Table.from_batches(head), rest]).equals(expected)
+    assert rest.num_rows == expected.num_rows - left
+    again = po.restore(path, inputs=inputs)
+    assert pa.table(again).equals(rest)  # the stream protocol drops the same rows
+
+
+def test_what_cannot_be_checkpointed_is_refused(tmp_path: Path) -> None:
+    inputs = clicks(1)
+    mapped = po.Pipeline(inputs, time="t").map_batches(lambda b: b)
+    with pytest.raises(po.CheckpointError, match="lambda"):
+        mapped.run().checkpoint(tmp_path / "a")
+    live_input = po.LiveInput(SCHEMA)
+    result = po.Pipeline(live_input, time="t").run()
+    with pytest.raises(po.CheckpointError, match="LiveInput"):
+        result.checkpoint(tmp_path / "b")
+    live_input.close()
+    result.close()
+    with pytest.raises(po.UsageError, match="session"):
+        po.live_aggregate(SCHEMA, 1, time="t", window=po.session(5), aggs=AGGS, checkpointable=True)
+    plain = po.live_aggregate(SCHEMA, 1, time="t", window=po.tumbling(5), aggs=AGGS)
+    with pytest.raises(po.UsageError, match="checkpointable"):
+        plain.checkpoint(tmp_path / "c")
+    plain.cancel()
+    graph = po.run({"a": chain(inputs), "b": chain(inputs)})
+    with pytest.raises(po.UsageError, match="GraphResult"):
+        graph["a"].checkpoint(tmp_path / "d")
+    graph.close()
+
+
+# --- Damaged snapshots ---------------------------------------------------------------------------
+
+
+def snapshot_of_a_live_run(tmp_path: Path) -> Path:
+    live = po.live_aggregate(SCHEMA, 1, time="t", key="k", window=po.tumbling(5), aggs=AGGS, checkpointable=True)
+    live.push(0, clicks(0, 1, 50)[0].to_batches()[0])
+    path = live.checkpoint(tmp_path / "snapshot")
+    live.cancel()
+    return path
+
+
+def flip(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda p: flip(p / "sent-0.arrow"), "sent-0.arrow is corrupted"),
+    (lambda p: (p / "sent-0.arrow").write_bytes((p / "sent-0.arrow").read_bytes()[:100]), "truncated"),
+    (lambda p: (p / "schema.arrow").unlink(), "schema.arrow is missing"),
+    (lambda p: (p / "manifest.json").write_text((p / "manifest.json").read_text()[:-40]), "manifest.json is corrupted"),
+    (lambda p: (p / "manifest.json").write_text((p / "manifest.json").read_text().replace('"time": "t"', '"time": "v"')),
+     "do not match its SHA-256"),
+    (lambda p: (p / "manifest.json").unlink(), "no checkpoint"),
+])
+def test_a_damaged_snapshot_is_refused_whole(tmp_path: Path, damage, message: str) -> None:
+    path = snapshot_of_a_live_run(tmp_path)
+    damage(path)
+    with pytest.raises(po.CheckpointError, match=message):
+        po.restore(path)
+
+
+def test_another_format_version_is_refused(tmp_path: Path) -> None:
+    from pyarrow_ops import checkpoint
+
+    path = snapshot_of_a_live_run(tmp_path)
+    outer = json.loads((path / "manifest.json").read_text())
+    outer["body"]["version"] = 0
+    outer["sha256"] = checkpoint._body_digest(outer["body"])
+    (path / "manifest.json").write_text(json.dumps(outer))
+    with pytest.raises(po.CheckpointError, match="format version 0; this pyarrow-ops reads version 1"):
+        po.restore(path)
+
+
+def test_a_checkpoint_directory_keeps_the_last_few(tmp_path: Path) -> None:
+    live = po.live_aggregate(SCHEMA, 1, time="t", key="k", window=po.tumbling(5), aggs=AGGS,
+                             checkpoint_dir=tmp_path, checkpoint_every=10, keep_checkpoints=2)
+    consumer = Consumer(live)
+    consumer.start()
+    for batch in clicks(0, 1, 100)[0].to_batches(max_chunksize=10):
+        live.push(0, batch)
+    live.close(0)
+    consumer.join()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["00000009", "00000010"]
+    again = po.restore(tmp_path)  # the newest
+    assert again.positions == [100]
