@@ -162,8 +162,11 @@ def scenario_run(scenario: str, kills: int, rows: int, every: int, seed: int, ro
             if code != 0:
                 raise RuntimeError(f"{scenario}: the run failed with exit code {code} (start {starts})")
             break
-        divergences += _outputs(killed) != expected
-        shutil.rmtree(killed, ignore_errors=True)
+        if _outputs(killed) != expected:
+            divergences += 1
+            print(f"{scenario}: run {runs} diverged; kept in {killed}", flush=True)
+        else:
+            shutil.rmtree(killed, ignore_errors=True)
     return {"kills": by_driver + from_inside, "by_driver": by_driver, "inside_fsync": from_inside, "starts": starts,
             "runs": runs, "divergences": divergences, "bytes": sum(len(b) for b in expected.values())}
 
@@ -195,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['inside_fsync']}), starts {r['starts']}, runs {r['runs']}, output {r['bytes']} bytes, "
                   f"divergences {r['divergences']}", flush=True)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if not divergences:
+            shutil.rmtree(root, ignore_errors=True)
     print(f"total kills {total}, divergences {divergences}")
     return 1 if divergences else 0
 

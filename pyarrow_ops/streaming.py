@@ -503,39 +503,58 @@ class LiveAggregate:
         live._idle_periods = [p for p in st["idle"]]
         if st["sink"] is not None:
             live._resume_sink = (st["sink"], snapshot.table("pending"))
-        # Each input's rows go back in on a thread of its own, holding the input's lock until done,
-        # so that restore() returns at once: the engine takes them as the consumer makes room (and
-        # a merge waits for every input), and a producer's push() waits for its input's replay.
+        # Each input's state is rebuilt here, before anything else runs: its logs, its lateness
+        # buffer, its position (a checkpoint taken while the rows go back in sees them whole). The
+        # engine calls that give the rows back go on a thread per input, holding the input's
+        # lock until done, so that restore() returns at once: the engine takes them as the
+        # consumer makes room (and a merge waits for every input), and a producer's push() on
+        # the input waits for them.
         for i in range(live.inputs):
             live._locks[i].acquire()
-            held = snapshot.table(f"held-{i}") if live._lateness is not None else None
-            threading.Thread(target=live._replay, args=(i, snapshot.table(f"sent-{i}"), held, st),
+            threading.Thread(target=live._replay, args=(i, live._restore_input(i, snapshot, st)),
                              name=f"pyarrow-ops restore input {i}", daemon=True).start()
         return live
 
-    def _replay(self, i: int, sent: pa.Table, held: pa.Table | None, st: dict[str, Any]) -> None:
-        # A restore, on input i's own thread, with self._locks[i] held (released here): the rows
-        # the engine had, then its promise, then (lateness) the buffer as it was.
+    def _restore_input(self, i: int, snapshot: Snapshot, st: dict[str, Any]) -> list[tuple[Any, ...]]:
+        # Input i's logs and lateness buffer as the snapshot has them; returns the engine calls
+        # that give the engine its rows and promises: the rows it had, then its floor, then what
+        # (lateness) the buffer's watermark promises.
         assert self._logs is not None
+        sent = snapshot.table(f"sent-{i}")
+        calls: list[tuple[Any, ...]] = []
+        for batch in sent.to_batches():
+            self._logs[i].add_sent(batch, None)
+            calls.append(("push", batch))
+        floor = st["floors"][i]
+        last = times_of(sent, self._time)[-1].as_py() if sent.num_rows else None
+        if floor is not None and (last is None or floor >= last):
+            calls.append(("heartbeat", floor))
+        self._floors[i] = floor
+        if self._lateness is not None:
+            held, buffer, watermark = snapshot.table(f"held-{i}"), self._lateness[i], st["watermarks"][i]
+            buffer.resume_at(st["positions"][i] - held.num_rows)
+            released = buffer.heartbeat(watermark) if watermark > -(2**63) else []
+            for batch in held.to_batches():  # each above the watermark: none is released
+                released += buffer.push(*batch.__arrow_c_array__())
+                self._logs[i].add_taken(batch, buffer.watermark)
+            assert not released, "held rows above the watermark"
+            if watermark > -(2**63) and watermark != floor:
+                calls.append(("heartbeat", watermark))
+                self._floors[i] = watermark
+        if st["closed"][i]:
+            calls.append(("close",))
+        return calls
+
+    def _replay(self, i: int, calls: list[tuple[Any, ...]]) -> None:
+        # A restore, on input i's own thread, with self._locks[i] held (released here).
         try:
-            for batch in sent.to_batches():
-                with self._state[i]:
-                    self._logs[i].add_sent(batch, None)
-                self._handle.push(i, *batch.__arrow_c_array__())
-            floor = st["floors"][i]
-            last = times_of(sent, self._time)[-1].as_py() if sent.num_rows else None
-            if floor is not None and (last is None or floor >= last):
-                self._handle.heartbeat(i, floor)
-            self._floors[i] = floor
-            if self._lateness is not None and held is not None:
-                buffer = self._lateness[i]
-                buffer.resume_at(st["positions"][i] - held.num_rows)
-                if st["watermarks"][i] > -(2**63):
-                    self._through(i, lambda: buffer.heartbeat(st["watermarks"][i]))
-                for batch in held.to_batches():
-                    self._through(i, lambda b=batch: buffer.push(*b.__arrow_c_array__()), taken=batch)
-            if st["closed"][i]:
-                self._handle.close(i)
+            for call in calls:
+                if call[0] == "push":
+                    self._handle.push(i, *call[1].__arrow_c_array__())
+                elif call[0] == "heartbeat":
+                    self._handle.heartbeat(i, call[1])
+                else:
+                    self._handle.close(i)
         except BaseException as e:  # noqa: BLE001 (the run failed or was cancelled: its calls say so)
             self._replay_errors[i] = e
         finally:

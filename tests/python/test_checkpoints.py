@@ -1,8 +1,9 @@
 """Checkpoints and restore (docs/checkpoints.md): a run snapshotted at a random point, abandoned,
 and restored gives exactly the uninterrupted run's output (the rows that had left, then the
-restored run's), on random inputs, windows, designs, lateness policies and batchings; the file
-sink's output is byte for byte the uninterrupted run's; damaged snapshots are refused whole.
-The kill tests (real SIGKILLs of a subprocess) are in test_kill_restore.py."""
+restored run's; half the runs are snapshotted again at once after the restore, while the rows go
+back in, and restored from that), on random inputs, windows, designs, lateness policies and
+batchings; the file sink's output is byte for byte the uninterrupted run's; damaged snapshots are
+refused whole. The kill tests (real SIGKILLs of a subprocess) are in test_kill_restore.py."""
 
 from __future__ import annotations
 
@@ -127,7 +128,8 @@ def push_steps(live: po.LiveAggregate, case: Case, steps: list[int], done: list[
             live.close(i)
 
 
-def interrupted(case: Case, directory: Path, cut: int, extra: int, sink: Path | None = None) -> pa.Table:
+def interrupted(case: Case, directory: Path, cut: int, extra: int, sink: Path | None = None,
+                twice: bool = False) -> pa.Table:
     """Runs the case to step `cut`, snapshots, pushes `extra` more steps (work the snapshot does not
     hold), abandons the run; restores and finishes. Returns the rows that had left before the
     snapshot followed by the restored run's."""
@@ -148,6 +150,10 @@ def interrupted(case: Case, directory: Path, cut: int, extra: int, sink: Path | 
     consumer.join()
 
     again = po.restore(path)
+    if twice:  # a snapshot of the restored run at once, while its rows are still going back in
+        second = again.checkpoint(directory / "second")
+        again.cancel()
+        again = po.restore(second)
     assert again.positions == [sum(b.num_rows for b in case.batches[i][:k]) for i, k in
                                enumerate(_batches_done(case, cut))]
     resumed = Consumer(again, sink)
@@ -176,7 +182,7 @@ def test_a_restored_live_aggregation_equals_the_uninterrupted_run(seed: int, tmp
     expected, expected_late = uninterrupted(case)
     rng = np.random.default_rng(seed + 1000)
     cut = int(rng.integers(0, len(case.schedule) + 1))
-    got, late = interrupted(case, tmp_path, cut, int(rng.integers(0, 3)))
+    got, late = interrupted(case, tmp_path, cut, int(rng.integers(0, 3)), twice=seed % 2 == 1)
     assert got.equals(expected), (case.design, case.window, case.lateness, cut)
     if case.late == "side":
         assert late.equals(expected_late)

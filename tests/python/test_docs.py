@@ -27,7 +27,8 @@ def test_python_blocks_in_docs_run(path, tmp_path, monkeypatch):
 # collects only the objects a module defines itself, so each module runs its own examples, re-exported or not.
 MODULES = sorted(m.name for m in pkgutil.iter_modules(pyarrow_ops.__path__, "pyarrow_ops.") if not m.name.endswith("._engine"))
 WITH_EXAMPLES = {"pyarrow_ops", "pyarrow_ops.aggregate", "pyarrow_ops.datasets", "pyarrow_ops.errors", "pyarrow_ops.expr",
-                 "pyarrow_ops.io", "pyarrow_ops.lateness", "pyarrow_ops.live", "pyarrow_ops.merge", "pyarrow_ops.pipeline", "pyarrow_ops.windows"}
+                 "pyarrow_ops.io", "pyarrow_ops.lateness", "pyarrow_ops.live", "pyarrow_ops.merge", "pyarrow_ops.pipeline", "pyarrow_ops.windows",
+                 "pyarrow_ops.checkpoint", "pyarrow_ops.streaming"}
 
 
 @pytest.mark.parametrize("name", ["pyarrow_ops", *MODULES])
