@@ -163,6 +163,8 @@ def checkpoint(results: Mapping[str, Any], spec: RunSpec, path: str | os.PathLik
             entry: dict[str, Any] = {"rows": o.left, "sink": None}
             if o.sink is not None:
                 entry["sink"], tables[f"pending-{k}"] = o.sink.commit()
+            elif o.resume is not None:  # restored, its file not yet resumed: as it was
+                entry["sink"], tables[f"pending-{k}"] = o.resume
             state["outputs"][name] = entry
     query = {"kind": spec.kind, "names": list(outputs), "writing": spec.writing,
              "sources": len(_sources(spec))}

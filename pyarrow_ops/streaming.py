@@ -462,6 +462,8 @@ class LiveAggregate:
                     "late_counts": self._result.late_counts, "sink": None}
                 if self._sink is not None:
                     state["sink"], tables["pending"] = self._sink.commit()
+                elif self._resume_sink is not None:  # restored, its file not yet resumed: as it was
+                    state["sink"], tables["pending"] = self._resume_sink
             for i, log in enumerate(self._logs):
                 tables[f"sent-{i}"] = log.sent_rows(self.schema, floor)
                 if self._lateness is not None:

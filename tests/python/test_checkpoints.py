@@ -203,7 +203,7 @@ def test_the_file_sink_after_a_restore_is_byte_identical(seed: int, tmp_path: Pa
     rng = np.random.default_rng(seed + 2000)
     cut = int(rng.integers(0, len(case.schedule) + 1))
     part = tmp_path / "part.arrow"
-    interrupted(case, tmp_path, cut, int(rng.integers(0, 3)), sink=part)
+    interrupted(case, tmp_path, cut, int(rng.integers(0, 3)), sink=part, twice=seed % 2 == 1)
     assert part.read_bytes() == whole.read_bytes()
     assert pa.ipc.open_stream(whole).read_all().equals(uninterrupted(case)[0])
 
@@ -234,8 +234,13 @@ def test_a_pipeline_restored_from_any_checkpoint_writes_the_same_file(seed: int,
         keep_checkpoints=100)
     snapshots = sorted(p for p in (tmp_path / "ck").iterdir() if p.name.isdigit())
     assert len(snapshots) >= 2
-    for snapshot in snapshots:  # each restore cuts the file back to its snapshot and writes the rest again
-        po.restore(snapshot, inputs=inputs).write_ipc()
+    for k, snapshot in enumerate(snapshots):  # each restore cuts the file back to its snapshot, writes the rest
+        restored = po.restore(snapshot, inputs=inputs)
+        if k % 2:  # snapshotted again before its file is resumed: the snapshot keeps the file's state
+            again = restored.checkpoint(tmp_path / "again")
+            restored.close()
+            restored = po.restore(again, inputs=inputs)
+        restored.write_ipc()
         assert out.read_bytes() == (tmp_path / "whole.arrow").read_bytes()
 
 
