@@ -2,7 +2,7 @@
 resident memory sampled as it goes, printed as markdown.
 
     python -m benchmarks.soak [--tuples 100000000] [--inputs 4] [--batch 65536] [--lateness-ms 2000]
-        [--idle-timeout 0.5]
+        [--idle-timeout 0.5] [--checkpoint-every-s 10]
 
 ``--inputs - 1`` producer threads push readings (243 meters, one reading per meter and millisecond
 step, times shuffled within the bound: arrival order by time plus a jitter of up to the bound, so
@@ -10,14 +10,19 @@ nothing is late) in batches; the last input pushes one row and then stays silent
 ``idle_timeout`` lets windows close. A consumer counts the window rows (10 s tumbling windows per
 meter: count and sum). A sampler reads VmRSS from /proc every 0.2 s. Printed: throughput, RSS at
 the start (after the first batch), at 50 % and 100 % of the tuples, and its peak; the windows and
-late rows seen; the idle periods. Checkpoints (issue 31) are not built yet, so none are taken.
+late rows seen; the idle periods; the snapshots (``checkpoint_every`` a timedelta of that many
+seconds, into a temporary ``checkpoint_dir``, the last 3 kept): how many, their mean size.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import shutil
+import tempfile
 import threading
 import time as clock
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -46,14 +51,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=65_536)
     parser.add_argument("--lateness-ms", type=int, default=2_000)
     parser.add_argument("--idle-timeout", type=float, default=0.5)
+    parser.add_argument("--checkpoint-every-s", type=float, default=10.0, help="0: no checkpoints")
     args = parser.parse_args(argv)
+    directory = tempfile.mkdtemp(prefix="pyarrow-ops-soak-") if args.checkpoint_every_s > 0 else None
+    try:
+        soak(args, directory)
+    finally:
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def soak(args: argparse.Namespace, directory: str | None) -> None:
     producers = args.inputs - 1
     batches_each = max(1, args.tuples // (producers * args.batch))
     total = batches_each * producers * args.batch
     schema = pa.schema([("time", pa.int64()), ("meter", pa.int64()), ("kwh", pa.float64())])
     live = po.live_aggregate(schema, args.inputs, time="time", key="meter", window=po.tumbling(10_000),
                              aggs={"n": po.count(), "kwh": po.sum("kwh")}, lateness=args.lateness_ms, late="drop",
-                             idle_timeout=args.idle_timeout)
+                             idle_timeout=args.idle_timeout, checkpoint_dir=directory,
+                             checkpoint_every=dt.timedelta(seconds=args.checkpoint_every_s) if directory else None)
     pushed = [0] * producers
     samples: list[tuple[float, int, float]] = []  # (seconds, tuples pushed, RSS MiB)
     done = threading.Event()
@@ -103,6 +119,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"| {total:,} | {elapsed:.1f} | {total / elapsed / 1e6:.2f} | {first:.0f} | {at(0.5):.0f} | {at(1.0):.0f} | "
           f"{max(r for _, _, r in samples):.0f} | {windows[0]:,} | {sum(stats['late'][0]['rows']):,} |")
     print(f"\nIdle periods: {stats['idle']}")
+    if directory is not None:
+        kept = [p for p in Path(directory).iterdir() if p.name.isdigit()]
+        taken = max((int(p.name) for p in kept), default=0)
+        mean = sum(f.stat().st_size for p in kept for f in p.iterdir()) / max(len(kept), 1) / 2**20
+        print(f"\nCheckpoints every {args.checkpoint_every_s:g} s: {taken} taken, the last {len(kept)} kept, "
+              f"mean size {mean:.1f} MiB")
 
 
 if __name__ == "__main__":

@@ -235,12 +235,13 @@ class Periodic:
                 shutil.rmtree(p, ignore_errors=True)
 
 
-def restore(path: str | os.PathLike[str], inputs: Any = None, **kwargs: Any) -> Any:
+def restore(path: str | os.PathLike[str], inputs: Any = None, *, clock: Callable[[], float] | None = None) -> Any:
     """Resumes a run from a checkpoint: ``path`` is a snapshot or a checkpoint directory (its
     newest snapshot).
 
     - A live aggregation: returns the :class:`LiveAggregate`, its windows as they were; push
-      each input from ``positions[i]`` on (``inputs`` is not used; ``clock=`` may be given).
+      each input from ``positions[i]`` on (``inputs`` is not used; ``clock``: as for
+      :func:`pyarrow_ops.live_aggregate`).
     - A pipeline or graph run: ``inputs`` are the run's inputs again (replayable: tables, files;
       for a graph, one list per source in the order of the first run); returns the
       :class:`PipelineResult` (:class:`GraphResult`) that continues after the rows that had left,
@@ -251,9 +252,9 @@ def restore(path: str | os.PathLike[str], inputs: Any = None, **kwargs: Any) -> 
     if snapshot.kind == "live_aggregate":
         from pyarrow_ops.streaming import LiveAggregate
 
-        return LiveAggregate._restore(snapshot, **kwargs)
+        return LiveAggregate._restore(snapshot, clock=clock)
     from pyarrow_ops.replay import restore as restore_run
 
     if inputs is None:
         raise CheckpointError(f"{snapshot.path} is a {snapshot.kind} run: restore it with inputs=, the run's inputs again")
-    return restore_run(snapshot, inputs, **kwargs)
+    return restore_run(snapshot, inputs)

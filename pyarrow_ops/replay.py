@@ -129,7 +129,9 @@ def write(results: Mapping[str, Any], spec: RunSpec, paths: Mapping[str, Any], f
     names = list(results)
     for name, o in outputs.items():
         resume, pending = o.resume or (None, None)
-        o.sink = FileSink(paths[name], results[name].schema, format, rows_per_batch, resume, pending)
+        with o.lock:
+            o.sink, o.resume = FileSink(paths[name], results[name].schema, format, rows_per_batch, resume,
+                                        pending), None
     if all(o.sink.complete for o in outputs.values()):  # type: ignore[union-attr]
         for r in results.values():  # restored after it had finished: the files are whole
             r.close()

@@ -411,7 +411,7 @@ class LiveAggregate:
             self.cancel()
             return
         with self._left.lock:
-            self._sink = sink
+            self._sink, self._resume_sink = sink, None
         try:
             for batch in self._result:
                 batch = self._left.drop_seen(batch)
