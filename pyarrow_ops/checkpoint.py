@@ -72,12 +72,21 @@ def _body_digest(body: Mapping[str, Any]) -> str:
     return _digest(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
 
 
-def table_bytes(table: pa.Table) -> bytes:
-    """A table as an Arrow IPC file."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+def _write_file(path: Path, content: pa.Table | bytes) -> dict[str, Any]:
+    """Writes a table (as an Arrow IPC file, streamed: no copy of it in memory) or bytes, fsyncs
+    it, and returns its size and SHA-256."""
+    if isinstance(content, pa.Table):
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, content.schema) as writer:
+            writer.write_table(content)
+    else:
+        path.write_bytes(content)
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+        os.fsync(f.fileno())
+    return {"bytes": size, "sha256": digest.hexdigest()}
 
 
 def write(path: str | os.PathLike[str], kind: str, query: Mapping[str, Any], state: Mapping[str, Any],
@@ -88,15 +97,9 @@ def write(path: str | os.PathLike[str], kind: str, query: Mapping[str, Any], sta
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
-    files: dict[str, dict[str, Any]] = {}
-    contents = {f"{name}.arrow": table_bytes(t) for name, t in tables.items()}
+    contents: dict[str, pa.Table | bytes] = {f"{name}.arrow": t for name, t in tables.items()}
     contents.update(blobs or {})
-    for name, data in contents.items():
-        with open(tmp / name, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        files[name] = {"bytes": len(data), "sha256": _digest(data)}
+    files = {name: _write_file(tmp / name, data) for name, data in contents.items()}
     body = {"format": FORMAT, "version": VERSION, "kind": kind,
             "created": dt.datetime.now(dt.timezone.utc).isoformat(), "query": query, "state": state, "files": files}
     with open(tmp / _MANIFEST, "w") as f:

@@ -103,11 +103,17 @@ class InputLog:
             self.taken.popleft()
 
     def sent_rows(self, schema: pa.Schema, floor: int | None) -> pa.Table:
-        """The rows handed to the engine at or after ``floor``, in order."""
-        table = pa.Table.from_batches([b for b, _ in self.sent], schema=schema)
-        if floor is None or table.num_rows == 0:
-            return table
-        return table.filter(pc.greater_equal(times_of(table, self._time), floor))
+        """The rows handed to the engine at or after ``floor``, in order: views of the kept
+        batches (they are in time order, so only the first ones need cutting), no copy."""
+        batches = []
+        for batch, last in self.sent:
+            if floor is not None and last < floor:
+                continue
+            if floor is not None and not batches:
+                first = pc.sum(pc.less(times_of(batch, self._time), floor)).as_py() or 0
+                batch = batch.slice(first)
+            batches.append(batch)
+        return pa.Table.from_batches(batches, schema=schema)
 
     def held_rows(self, schema: pa.Schema, watermark: int) -> pa.Table:
         """The rows the reorder buffer holds: taken, with times above ``watermark``, in arrival order."""

@@ -163,6 +163,7 @@ class LiveAggregate:
         self._started = self._clock()
         self._idle_lock = threading.Lock()
         self._active_at = [self._started] * inputs
+        self._calls = [0] * inputs  # calls in progress, per input
         self._idle: list[dict[str, Any] | None] = [None] * inputs  # the open idle period, per input
         self._idle_periods: list[dict[str, Any]] = []
         self._stop_watch = threading.Event()
@@ -183,6 +184,7 @@ class LiveAggregate:
         self._resume_sink: tuple[dict[str, Any], pa.Table] | None = None
         self._periodic = Periodic(checkpoint_dir, checkpoint_every, keep_checkpoints, clock)
         self._checkpointing = threading.Lock()  # one checkpoint at a time
+        self._checkpoint_error: BaseException | None = None  # a periodic checkpoint's, raised by the next push
         self._counting = threading.Lock()       # the periodic count
         if self._idle_timeout is not None and clock is None:
             watcher = threading.Thread(target=_watch_idle, args=(weakref.ref(self), self._stop_watch, self._idle_timeout / 4),
@@ -191,6 +193,8 @@ class LiveAggregate:
 
     def _refuse_if_closed(self, input: int, call: str) -> None:
         # As the engine does, before anything changes; under self._locks[input].
+        if self._checkpoint_error is not None:
+            raise _engine.UsageError(f"a periodic checkpoint failed: {self._checkpoint_error}") from self._checkpoint_error
         if self._replay_errors[input] is not None:
             raise _engine.UsageError(f"input {input} could not be restored: "
                                      f"{self._replay_errors[input]}") from self._replay_errors[input]
@@ -241,12 +245,19 @@ class LiveAggregate:
             buffer = self._lateness[input]
             self._through(input, lambda: buffer.heartbeat(value))
 
+    def _began(self, input: int) -> None:
+        # A call of `input` starts: while it lasts (a push may wait for room), the input is not idle.
+        if self._idle_timeout is not None:
+            with self._idle_lock:
+                self._calls[input] += 1
+
     def _spoke(self, input: int) -> None:
         # After a call of `input`: it is active, and an idle period of it ends.
         if self._idle_timeout is None:
             return
         with self._idle_lock:
             now = self._clock()
+            self._calls[input] -= 1
             self._active_at[input] = now
             if self._idle[input] is not None:
                 self._idle[input]["to_s"] = now - self._started
@@ -270,6 +281,18 @@ class LiveAggregate:
             batch = conform(batch, self.schema)
         schema_capsule, array_capsule = batch.__arrow_c_array__()
         input = self._input(input)
+        self._began(input)
+        try:
+            rows = self._push(input, batch, schema_capsule, array_capsule)
+        finally:
+            self._spoke(input)
+        if self._periodic.every is not None:
+            with self._counting:
+                due = self._periodic.add(rows)
+            if due:
+                self._checkpoint_if_due()
+
+    def _push(self, input: int, batch: Any, schema_capsule: Any, array_capsule: Any) -> int:
         with self._locks[input]:
             self._refuse_if_closed(input, "push")
             rows = batch.num_rows if hasattr(batch, "num_rows") else pa.record_batch(batch).num_rows
@@ -288,34 +311,35 @@ class LiveAggregate:
                 self._handle.push(input, schema_capsule, array_capsule)
                 if latest is not None:
                     self._floors[input] = latest if self._floors[input] is None else max(self._floors[input], latest)
-        self._spoke(input)
-        if self._periodic.every is not None:
-            with self._counting:
-                due = self._periodic.add(rows)
-            if due:
-                self._checkpoint_if_due()
+        return rows
 
     def heartbeat(self, input: int, time: Any) -> None:
         """Promises that ``input`` sends nothing earlier than ``time``. :class:`UsageError` if
         ``input`` was closed. With ``lateness``, a row of ``input`` earlier than ``time`` that
         comes after it is late."""
         input, value = self._input(input), _time_value(time, self._time_type)
-        with self._locks[input]:
-            self._refuse_if_closed(input, "heartbeat")
-            self._promise(input, value)
-        self._spoke(input)
+        self._began(input)
+        try:
+            with self._locks[input]:
+                self._refuse_if_closed(input, "heartbeat")
+                self._promise(input, value)
+        finally:
+            self._spoke(input)
 
     def close(self, input: int) -> None:
         """``input`` sends nothing more. Closing it again raises :class:`UsageError`, as does any
         later push or heartbeat on it: each is refused whole, so nothing is lost or held."""
         input = self._input(input)
-        with self._locks[input]:
-            self._refuse_if_closed(input, "close")
-            if self._lateness is not None:
-                self._through(input, self._lateness[input].finish, final=True)
-            self._handle.close(input)
-            self._closed[input] = True
-        self._spoke(input)
+        self._began(input)
+        try:
+            with self._locks[input]:
+                self._refuse_if_closed(input, "close")
+                if self._lateness is not None:
+                    self._through(input, self._lateness[input].finish, final=True)
+                self._handle.close(input)
+                self._closed[input] = True
+        finally:
+            self._spoke(input)
         if all(self._closed):
             self._stop_watch.set()
 
@@ -333,7 +357,7 @@ class LiveAggregate:
             now = self._clock()
             idle = []
             for i in range(self.inputs):
-                if self._closed[i]:
+                if self._closed[i] or self._calls[i]:
                     continue
                 if self._idle[i] is None and now - self._active_at[i] >= self._idle_timeout:
                     self._idle[i] = {"input": i, "from_s": self._active_at[i] + self._idle_timeout - self._started,
@@ -437,13 +461,20 @@ class LiveAggregate:
             return self._checkpoint(path)
 
     def _checkpoint_if_due(self) -> None:
+        # On a thread of its own, so that the producer that crossed the period goes on pushing
+        # while the snapshot is written (its input would otherwise fall silent for that long).
         if not self._checkpointing.acquire(blocking=False):
-            return  # another thread is taking one
+            return  # one is being taken
+        threading.Thread(target=self._periodic_checkpoint, name="pyarrow-ops checkpoint", daemon=True).start()
+
+    def _periodic_checkpoint(self) -> None:
         try:
             with self._counting:
                 due = self._periodic.add(0)
             if due:
                 self._checkpoint(None)
+        except BaseException as e:  # noqa: BLE001 (a checkpoint that fails is a failure of the run)
+            self._checkpoint_error = e
         finally:
             self._checkpointing.release()
 
