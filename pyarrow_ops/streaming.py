@@ -397,6 +397,8 @@ class LiveAggregate:
                 with self._left.lock:
                     self._left.count(batch)
                 yield batch
+        with self._checkpointing:  # the run's end waits for a periodic snapshot being written
+            pass
 
     @property
     def closed(self) -> list[bool]:
@@ -445,6 +447,8 @@ class LiveAggregate:
             with self._left.lock:
                 sink.finish()
                 self._sink = None
+            with self._checkpointing:  # the run's end waits for a periodic snapshot being written
+                pass
         finally:
             sink.abandon()
 
