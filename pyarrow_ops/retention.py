@@ -8,8 +8,11 @@ batched or interleaved). A snapshot therefore saves rows, not the engine's inter
 - per input, the rows it handed to the engine from the *retention floor* on. Output rows leave in
   (window_end, keys) order; once the row ending at E has left, every row still to leave ends at
   E or later, so starts at E - size or later: the rows of a window still to leave all have
-  times >= E - size, the floor. Older rows are forgotten as the output moves on (memory stays
-  bounded by what the windows hold, like the engine's own);
+  times >= E - size, the floor. When the engine's batch that row came in ended a window set
+  (it was shorter than batch_size: the engine cuts only there or when a batch is full), every row
+  ending at E has left, the next to leave ends at E + advance or later, and the floor is
+  E + advance - size (for tumbling windows E: one window less to keep). Older rows are forgotten
+  as the output moves on (memory stays bounded by what the windows hold);
 - per input with ``lateness``, the rows its reorder buffer still holds: exactly the rows it took
   whose time is above its watermark (a row at or below it has left, or was late), and the
   watermark itself;
@@ -43,9 +46,14 @@ class Left:
     one's window_end and how many left rows end there. On a restored run it also drops the
     rows that had left before the snapshot (the rule in this module's docstring)."""
 
-    def __init__(self, rows: int = 0, end: int | None = None, at_end: int = 0, skip: bool = False) -> None:
+    def __init__(self, rows: int = 0, end: int | None = None, at_end: int = 0, whole: bool = False,
+                 skip: bool = False) -> None:
         self.lock = threading.Lock()
         self.rows, self.end, self.at_end = rows, end, at_end
+        # Whether every row ending at `end` has left: the engine cuts its output only where a
+        # window set ends or where a batch is full (window/window_aggregate.h), so a batch of
+        # fewer than batch_size rows ends at a window set's end.
+        self.whole = whole
         # On a restored run: rows ending before _skip_end, then _skip_at_end rows ending there, are
         # the ones that had left already.
         self._skip_end = end if skip else None
@@ -64,10 +72,12 @@ class Left:
             self._skip_end = None  # a row after the snapshot's: nothing more to drop
         return batch.slice(drop)
 
-    def count(self, batch: pa.RecordBatch) -> None:
-        """Records ``batch`` as left (under ``lock``)."""
+    def count(self, batch: pa.RecordBatch, whole: bool) -> None:
+        """Records ``batch`` as left (under ``lock``); ``whole``: the engine's batch it was cut
+        from ended a window set."""
         if batch.num_rows == 0:
             return
+        self.whole = whole
         ends = times_of(batch, "window_end")
         last = ends[-1].as_py()
         here = pc.sum(pc.equal(ends, last)).as_py()
@@ -76,7 +86,7 @@ class Left:
         self.rows += batch.num_rows
 
     def state(self) -> dict[str, Any]:
-        return {"rows": self.rows, "end": self.end, "at_end": self.at_end}
+        return {"rows": self.rows, "end": self.end, "at_end": self.at_end, "whole": self.whole}
 
 
 class InputLog:

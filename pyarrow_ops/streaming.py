@@ -178,7 +178,8 @@ class LiveAggregate:
         self._positions = [0] * inputs  # rows each input has given
         self._replay_errors: list[BaseException | None] = [None] * inputs  # a restore's, per input
         self._logs = [InputLog(time) for _ in range(inputs)] if checkpointable else None
-        self._window_size = None if isinstance(window, Session) else window.resolve(self._time_type)[0]
+        self._window = None if isinstance(window, Session) else window.resolve(self._time_type)  # size, advance, offset
+        self._batch_size = batch_size
         self._left = Left()
         self._sink: FileSink | None = None
         self._resume_sink: tuple[dict[str, Any], pa.Table] | None = None
@@ -204,8 +205,12 @@ class LiveAggregate:
 
     def _floor(self) -> int | None:
         # The retention floor: the least time a row may have and still be in a window yet to leave.
-        end = self._left.end
-        return None if end is None else end - self._window_size  # type: ignore[operator]
+        left = self._left
+        end, whole = left.end, left.whole  # end only grows; a stale `whole` is the lower, safe floor
+        if end is None:
+            return None
+        size, advance = self._window[0], self._window[1]  # type: ignore[index]
+        return end + advance - size if whole and left.end == end else end - size
 
     def _through(self, input: int, step: Callable[[], list[Any]], taken: Any = None, rows: int = 0,
                  final: bool = False) -> None:
@@ -391,11 +396,11 @@ class LiveAggregate:
         self._handle.cancel()
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
-        for batch in self._result:
-            batch = self._left.drop_seen(batch)
+        for raw in self._result:
+            batch = self._left.drop_seen(raw)
             if batch.num_rows:
                 with self._left.lock:
-                    self._left.count(batch)
+                    self._left.count(batch, raw.num_rows < self._batch_size)
                 yield batch
         with self._checkpointing:  # the run's end waits for a periodic snapshot being written
             pass
@@ -439,11 +444,11 @@ class LiveAggregate:
         with self._left.lock:
             self._sink, self._resume_sink = sink, None
         try:
-            for batch in self._result:
-                batch = self._left.drop_seen(batch)
+            for raw in self._result:
+                batch = self._left.drop_seen(raw)
                 with self._left.lock:
                     sink.write(batch)
-                    self._left.count(batch)
+                    self._left.count(batch, raw.num_rows < self._batch_size)
             with self._left.lock:
                 sink.finish()
                 self._sink = None
