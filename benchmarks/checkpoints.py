@@ -30,10 +30,14 @@ import pyarrow_ops as po
 from benchmarks.aggregate import QUERIES, _engine_aggs, workload
 
 
-def run_live(tables: list[pa.Table], q, design: str, checkpoint_dir: Path | None, every: int | None) -> pa.Table:
+def run_live(tables: list[pa.Table], q, design: str, checkpoint_dir: Path | str | None, every: int | None,
+             kept: bool = False) -> pa.Table:
+    """The query through live_aggregate, a producer thread per input; ``kept``: checkpointable
+    (the rows for snapshots kept) even without a checkpoint_dir."""
     live = po.live_aggregate(tables[0].schema, len(tables), time="time", key=q.key,
                              window=po.sliding(q.size_ms, q.advance_ms), aggs=_engine_aggs(q), design=design,
-                             checkpoint_dir=checkpoint_dir, checkpoint_every=every, keep_checkpoints=2)
+                             checkpoint_dir=checkpoint_dir, checkpoint_every=every, keep_checkpoints=2,
+                             checkpointable=kept)
 
     def produce(i: int) -> None:
         for batch in tables[i].to_batches(max_chunksize=65_536):

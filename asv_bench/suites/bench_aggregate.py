@@ -82,3 +82,25 @@ class Sessions:
     def time_sessions(self, design):
         po.aggregate(self.tables, time="time", key="meter", window=po.session(5_000),
                      aggs={"n": po.count(), "kwh": po.sum("kwh")}, design=design).to_arrow()
+
+
+class Checkpoints:
+    """The paper's k-OI at 4 inputs through live_aggregate (benchmarks.checkpoints): no
+    checkpoints, the rows kept for them (checkpointable), and a snapshot every 100,000 tuples."""
+
+    params = (["none", "kept", "snapshots"],)
+    param_names = ["checkpoints"]
+    timeout = 300
+
+    def setup(self, checkpoints):
+        self.tables = smart_meter_readings(rows=ROWS, meters=243, concentrators=4, period_ms=1_000, seed=1)
+
+    def time_live_aggregate(self, checkpoints):
+        import tempfile
+
+        from benchmarks.checkpoints import run_live
+
+        q = QUERIES["k-OI"]
+        with tempfile.TemporaryDirectory() as directory:
+            run_live(self.tables, q, "auto", directory if checkpoints == "snapshots" else None,
+                     100_000 if checkpoints == "snapshots" else None, kept=checkpoints != "none")
