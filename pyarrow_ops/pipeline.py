@@ -3,6 +3,7 @@ and give exactly the output of a sequential run (docs/pipeline.md)."""
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -435,7 +436,11 @@ class Pipeline:
         options = _options(threads, scheduler, reorder, partitioning, morsel, partitions, reorder_capacity,
                            max_inflight, slice_us, experiment, fuse, push_down, threading)
         self._last = _run_graph({"result": self}, options, batch_size)["result"]
-        self._last._run = replay.RunSpec("pipeline", {"result": self}, kwargs)
+        # The query for checkpoints, as a copy without `_last`: the result must not keep itself
+        # alive through a cycle (result -> spec -> pipeline -> result) until a garbage collection.
+        definition = copy.copy(self)
+        definition._last = None
+        self._last._run = replay.RunSpec("pipeline", {"result": definition}, kwargs)
         return self._last
 
     def __getstate__(self) -> dict[str, Any]:
