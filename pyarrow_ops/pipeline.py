@@ -14,15 +14,16 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from pyarrow_ops import _engine, replay
-from pyarrow_ops.aggregate import _agg_specs, _aggs, _keys
+from pyarrow_ops.aggregate import _aggs, _keys
 from pyarrow_ops.aggregates import Agg
+from pyarrow_ops.engine_specs import merge_spec, step_spec
 from pyarrow_ops.experiment import NONE as NO_EXPERIMENT
 from pyarrow_ops.experiment import Experiment
 from pyarrow_ops.expr import Expr, col
 from pyarrow_ops.io import Input, Result, as_input_list, as_streams
 from pyarrow_ops.lateness import Late, LateLog, Lateness, bounds, check_late, within
 from pyarrow_ops.live import LiveInput
-from pyarrow_ops.windows import Session, Window, in_units
+from pyarrow_ops.windows import Session, Window
 
 # Each option's names as a Literal (for type checkers) and as a tuple (checked at run time).
 Scheduler = Literal["ct", "lp", "et", "qst"]
@@ -341,7 +342,7 @@ class Pipeline:
     # Planning and running.
     def _specs(self, time_type: pa.DataType) -> list[Any]:
         """The steps as the engine's typed operator specs, lengths in the time column's unit."""
-        return [_spec(step, time_type) for step in self._steps]
+        return [step_spec(step, time_type) for step in self._steps]
 
     @property
     def input_schema(self) -> pa.Schema:
@@ -513,49 +514,6 @@ def _options(threads: int | str | None, scheduler: str, reorder: str, partitioni
     return options
 
 
-def _spec(step: Step, time_type: pa.DataType) -> Any:
-    """A step as the engine's operator spec (_engine.*Spec), lengths in the time column's unit."""
-    name, args = step.name, step.args
-    if name == "filter":
-        return _engine.FilterSpec(args[0]._to_ir())
-    if name == "select":
-        return _engine.SelectSpec([(n, e._to_ir()) for n, e in args[0]])
-    if name == "with_columns":
-        return _engine.WithColumnsSpec([(n, e._to_ir()) for n, e in args[0]])
-    if name == "map_batches":
-        fn, schema = args
-        return _engine.MapBatchesSpec(fn, None if schema is None else pa.schema(schema).__arrow_c_schema__())
-    if name == "sessionize":
-        return _engine.SessionizeSpec(args[0], in_units(args[1], "gap", time_type), args[2])
-    if name == "lag":
-        return _engine.LagSpec(*args)
-    if name == "delta":
-        return _engine.DeltaSpec(*args)
-    if name == "running":
-        return _engine.RunningSpec(args[0], _agg_specs(args[1]))
-    if name == "dedupe":
-        return _engine.DedupeSpec(args[0], None if args[1] is None else in_units(args[1], "within", time_type))
-    if name == "pairs":
-        return _engine.PairsSpec(args[0], args[1], in_units(args[2], "gap", time_type))
-    if name == "window_aggregate":
-        by_window = args[3] if len(args) > 3 else False  # steps pickled before by_window existed
-        if isinstance(args[1], Session):  # the fixed window is unused (window/sessions.h)
-            return _engine.WindowAggregateSpec(args[0], _engine.WindowSpec(1, 1, 0), _agg_specs(args[2]), False,
-                                               session_gap=args[1].resolve(time_type))
-        return _engine.WindowAggregateSpec(args[0], _engine.WindowSpec(*args[1].resolve(time_type)),
-                                           _agg_specs(args[2]), by_window)
-    if name == "top_k":
-        return _engine.TopKSpec(*args)
-    if name == "join_table":
-        keys, table = args
-        (stream,) = as_streams([table])
-        return _engine.LookupJoinSpec(keys, stream)
-    if name == "parametric":
-        kind, keys, cost_us, selectivity, state_bytes = args
-        return _engine.ParametricSpec(_engine.OperatorKind[kind], keys, cost_us, selectivity, state_bytes)
-    raise ValueError(f"unknown pipeline operator {name!r}")
-
-
 class PipelineResult(Result):
     """A :class:`Result` of a pipeline run, with its statistics."""
 
@@ -703,8 +661,8 @@ class _Graph:
                 continue
             time_type = time_types[inputs[0]]
             time_types.append(time_type)
-            specs.append(_engine.GraphNode(_merge_spec(kind, payload, time_type) if kind != "step"
-                                           else _spec(payload, time_type), inputs))
+            specs.append(_engine.GraphNode(merge_spec(kind, payload, time_type) if kind != "step"
+                                           else step_spec(payload, time_type), inputs))
         return specs
 
     def run(self, options: _engine.PipelineOptions, batch_size: int) -> dict[str, PipelineResult]:
@@ -736,17 +694,6 @@ class _Graph:
         return results
 
 
-def _merge_spec(kind: str, args: tuple[Any, ...], time_type: pa.DataType) -> Any:
-    if kind == "union":
-        return _engine.UnionSpec()
-    if kind == "join":
-        on, lo, hi, how = args
-        return _engine.JoinSpec(on, in_units(lo, "within", time_type),
-                                in_units(hi, "within", time_type), _engine.JoinHow[how])
-    by, tolerance = args
-    return _engine.AsofJoinSpec(by, None if tolerance is None else in_units(tolerance, "tolerance", time_type))
-
-
 def _run_graph(outputs: Mapping[str, Pipeline], options: _engine.PipelineOptions,
                batch_size: int) -> dict[str, PipelineResult]:
     return _Graph(outputs).run(options, batch_size)
@@ -769,21 +716,21 @@ class GraphResult(Mapping[str, PipelineResult]):
                   checkpoint_every: int | dt.timedelta | None = None, keep_checkpoints: int = 3) -> None:
         """Reads every output to its end, all together, into the Arrow IPC stream file
         ``paths[name]``; checkpoints as :meth:`PipelineResult.write_ipc` does."""
-        replay.write(self._results, self._spec(), paths or {}, "ipc", rows_per_batch, checkpoint_dir,
+        replay.write(self._results, self._run_spec(), paths or {}, "ipc", rows_per_batch, checkpoint_dir,
                      checkpoint_every, keep_checkpoints, next_any=replay.any_output(self._handle()))
 
     def write_parquet(self, paths: Mapping[str, str | os.PathLike[str]] | None = None, *,
                       rows_per_batch: int = 65536, checkpoint_dir: str | os.PathLike[str] | None = None,
                       checkpoint_every: int | dt.timedelta | None = None, keep_checkpoints: int = 3) -> None:
         """:meth:`write_ipc` into Parquet files."""
-        replay.write(self._results, self._spec(), paths or {}, "parquet", rows_per_batch, checkpoint_dir,
+        replay.write(self._results, self._run_spec(), paths or {}, "parquet", rows_per_batch, checkpoint_dir,
                      checkpoint_every, keep_checkpoints, next_any=replay.any_output(self._handle()))
 
     def checkpoint(self, path: str | os.PathLike[str] | None = None) -> Path:
         """A snapshot of the run (every output's rows that have left and file); returns its path."""
-        return replay.checkpoint(self._results, self._spec(), path)
+        return replay.checkpoint(self._results, self._run_spec(), path)
 
-    def _spec(self) -> replay.RunSpec:
+    def _run_spec(self) -> replay.RunSpec:
         if self._run is None:
             raise _engine.UsageError("this graph result was not made by run()")
         return self._run

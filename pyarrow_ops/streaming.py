@@ -38,12 +38,10 @@ def _seconds(value: float | dt.timedelta | None) -> float | None:
     return float(value)
 
 
-def _latest_time(batch: Any, time: str, time_type: pa.DataType) -> int | None:
+def _latest_time(batch: Any, time: str) -> int | None:
     """The greatest time of a pushed batch as the column's stored integer (None when empty)."""
-    column = pa.record_batch(batch).column(time)
-    if len(column) == 0:
-        return None
-    return pc.max(column.cast(pa.int32() if pa.types.is_date32(time_type) else pa.int64())).as_py()
+    batch = pa.record_batch(batch)
+    return pc.max(times_of(batch, time)).as_py() if batch.num_rows else None
 
 
 def _watch_idle(ref: weakref.ref, stop: threading.Event, period: float) -> None:
@@ -306,7 +304,7 @@ class LiveAggregate:
                 self._through(input, lambda: buffer.push(schema_capsule, array_capsule),
                               taken=batch if self._logs is not None else None, rows=rows)
             else:
-                latest = _latest_time(batch, self._time, self._time_type) if self._idle_timeout is not None else None
+                latest = _latest_time(batch, self._time) if self._idle_timeout is not None else None
                 with self._state[input]:  # what a checkpoint reads: before the engine call, which may wait
                     if self._logs is not None:
                         batch = pa.record_batch(batch)
