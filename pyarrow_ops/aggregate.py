@@ -180,7 +180,7 @@ def aggregate(
     items = as_input_list(inputs)
     streams: list[_engine.Stream] = []
     try:
-        streams = as_streams(items)
+        streams = as_streams(items, time)
         schema = pa.schema(streams[0]) if streams else None
         if schema is None:
             raise _engine.InvalidInputError("aggregate needs at least one input")

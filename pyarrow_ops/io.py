@@ -124,9 +124,12 @@ def _from_iterable(items: Iterable[Any], label: str) -> _engine.Stream:
     return _engine.stream_from_batches(first.schema, itertools.chain([first], batches), label)
 
 
-def as_stream(obj: Input, index: int) -> _engine.Stream:
-    """Wraps input number ``index`` as an engine stream, to be read lazily, batch by batch."""
+def as_stream(obj: Input, index: int, time: str | None = None) -> _engine.Stream:
+    """Wraps input number ``index`` as an engine stream, to be read lazily, batch by batch
+    (``time``: the time column, for a live input's heartbeats)."""
     label = f"input {index}"
+    if hasattr(obj, "_engine_stream"):  # a LiveInput: its heartbeats travel with its batches
+        return obj._engine_stream(label, time)
     if isinstance(obj, (str, os.PathLike)):
         return _from_parquet(obj, label)
     if hasattr(obj, "__arrow_c_stream__"):
@@ -195,13 +198,13 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return batch
 
 
-def as_streams(items: list[Input]) -> list[_engine.Stream]:
+def as_streams(items: list[Input], time: str | None = None) -> list[_engine.Stream]:
     """Every input as an engine stream (:func:`as_stream`), string flavours unified. On an error,
     the streams made so far are closed."""
     streams: list[_engine.Stream] = []
     try:
         for index, item in enumerate(items):
-            streams.append(as_stream(item, index))
+            streams.append(as_stream(item, index, time))
         return unify_string_types(streams)
     except BaseException:
         for stream in streams:

@@ -11,18 +11,21 @@ import pyarrow as pa
 
 from pyarrow_ops import _engine
 from pyarrow_ops.io import conform
+from pyarrow_ops.windows import time_value
 
 
 class LiveInput:
     """An input that your own threads push record batches into while a pipeline runs.
 
-    Pass it to :class:`Pipeline` like any input; then, from any thread, :meth:`push` batches (in
-    time order) and finally :meth:`close`. ``push`` waits while ``max_batches`` batches are queued
-    (back-pressure: memory stays bounded however fast you push). The pipeline's result yields
-    rows as soon as they are ready, never waiting for a batch to fill. With several inputs, the
-    merge needs every open input's next tuple (or its close) before it can release a later one,
-    so an idle input holds the others back until it pushes or closes. A push or close after
-    :meth:`close` raises :class:`UsageError` and changes nothing.
+    Pass it to :class:`Pipeline` (or :func:`merge`, :func:`aggregate`) like any input; then, from
+    any thread, :meth:`push` batches (in time order), :meth:`heartbeat` while it is quiet, and
+    finally :meth:`close`. ``push`` waits while ``max_batches`` batches and heartbeats are queued
+    (back-pressure: memory stays bounded however fast you push). The result yields rows as soon as
+    they are ready, never waiting for a batch to fill. With several inputs, the merge needs every
+    open input's next tuple, heartbeat or close before it can release a later one: an input with
+    nothing to say heartbeats (``heartbeat(t)``: nothing earlier than ``t`` will follow), or it
+    holds the others back. A push, heartbeat or close after :meth:`close` raises
+    :class:`UsageError` and changes nothing.
 
     >>> import threading, pyarrow as pa, pyarrow_ops as po
     >>> live = po.LiveInput(pa.schema([("ts", pa.int64()), ("user", pa.int64())]))
@@ -41,13 +44,26 @@ class LiveInput:
         if not isinstance(schema, pa.Schema):
             raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
         self.schema = schema
+        # Batches, heartbeats (ints: the time column's stored integer) and the end marker.
         self._queue: queue.Queue[Any] = queue.Queue(max_batches)
         self._closed = False
         self._pushed = 0
         self._label = "live input"  # "live input 2" once a Pipeline takes it as its input 2
-        # push() and close() may come from several threads: the closed check and the queueing
-        # must be one step, or a push could slip in behind the end marker and be lost.
+        self._time_type: pa.DataType | None = None  # the time column's, once something reads it
+        self._time_index: int | None = None
+        self._heartbeat: int | None = None  # the latest promise
+        self._last: int | None = None  # the time of the last row pushed (once the time column is known)
+        # push(), heartbeat() and close() may come from several threads: the closed check and the
+        # queueing must be one step, or a push could slip in behind the end marker and be lost.
         self._lock = threading.Lock()
+
+    def _bind(self, label: str, time: str | None) -> None:
+        # A pipeline (merge, aggregate) takes it: errors name it as the merge does, and heartbeats
+        # given as datetimes convert to the time column's type.
+        self._label = label
+        if time is not None and time in self.schema.names:
+            self._time_type = self.schema.field(time).type
+            self._time_index = self.schema.get_field_index(time)
 
     def _refuse_if_closed(self, call: str) -> None:
         if self._closed:
@@ -69,7 +85,36 @@ class LiveInput:
             self._refuse_if_closed("push")
             for b in batches:
                 self._pushed += 1
+                if b.num_rows == 0:
+                    continue  # nothing to say: queued, it would make the engine wait for the next item
+                if self._time_index is not None:
+                    last = b.column(self._time_index).slice(b.num_rows - 1)
+                    if last.null_count == 0:  # a null time fails the run where the engine reads it
+                        self._last = last.cast(pa.int32() if pa.types.is_date32(last.type) else pa.int64())[0].as_py()
                 self._queue.put(b)
+
+    def heartbeat(self, time: Any) -> None:
+        """Promises that nothing earlier than ``time`` follows on this input (an int in the time
+        column's stored unit, or a datetime or date once a pipeline has taken the input): the
+        merge then releases the other inputs' rows up to ``time`` without waiting for this one,
+        and a union or join downstream hears it as the input's progress. A row pushed later with
+        an earlier time fails the run as an unsorted row would (with ``lateness=``, it is late).
+        Heartbeats must not go back (:class:`UnsortedInputError`); one after :meth:`close` is a
+        :class:`UsageError`."""
+        if self._time_type is None and not (isinstance(time, int) and not isinstance(time, bool)):
+            raise _engine.UsageError(
+                f"heartbeat({time!r}) on {self._label}: a datetime heartbeat needs the time column's type; "
+                "pass the input to a Pipeline first, or give the column's stored integer")
+        value = time_value(time, self._time_type or pa.int64())
+        with self._lock:
+            self._refuse_if_closed("heartbeat")
+            if self._heartbeat is not None and value < self._heartbeat:
+                raise _engine.UnsortedInputError(
+                    f"{self._label} sent a heartbeat at {value}, earlier than its previous heartbeat at "
+                    f"{self._heartbeat}; heartbeats must not go back (the call changed nothing)")
+            self._heartbeat = value
+            if self._last is None or value > self._last:  # else it promises nothing the rows did not
+                self._queue.put(value)
 
     def close(self) -> None:
         """Ends the input: nothing more will be pushed. Closing twice is a :class:`UsageError`."""
@@ -78,12 +123,20 @@ class LiveInput:
             self._closed = True
             self._queue.put(LiveInput._END)
 
-    def _batches(self) -> Iterator[pa.RecordBatch]:
-        while (b := self._queue.get()) is not LiveInput._END:
-            yield b
+    def _items(self) -> Iterator[pa.RecordBatch | int]:
+        while (item := self._queue.get()) is not LiveInput._END:
+            yield item
+
+    def _engine_stream(self, label: str, time: str | None) -> _engine.Stream:
+        # What the engine reads (pyarrow_ops.io.as_stream): batches and heartbeats, in push order.
+        self._bind(self._label if self._label != "live input" else label, time)
+        return _engine.stream_from_batches(self.schema, self._items(), label,
+                                           ready=lambda: not self._queue.empty())
 
     def __arrow_c_schema__(self) -> object:
         return self.schema.__arrow_c_schema__()
 
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
-        return pa.RecordBatchReader.from_batches(self.schema, self._batches()).__arrow_c_stream__(requested_schema)
+        # Read through the Arrow stream protocol (by another library): the batches alone.
+        batches = (b for b in self._items() if not isinstance(b, int))
+        return pa.RecordBatchReader.from_batches(self.schema, batches).__arrow_c_stream__(requested_schema)

@@ -72,7 +72,7 @@ def merge(
     items = as_input_list(inputs)
     streams: list[_engine.Stream] = []
     try:
-        streams = as_streams(items)
+        streams = as_streams(items, time)
         log = None
         if streams and (lateness is not None or late != "error"):
             schema = pa.schema(streams[0])

@@ -118,7 +118,7 @@ class Pipeline:
             raise _engine.InvalidInputError("a pipeline needs at least one input")
         for index, item in enumerate(self._inputs):
             if isinstance(item, LiveInput):
-                item._label = f"live input {index}"  # errors name the input as the merge does
+                item._bind(f"live input {index}", time)  # errors name the input as the merge does
         self._time = time
         self._steps: tuple[Step, ...] = ()
         self._origin: _Merge | None = None
@@ -456,7 +456,7 @@ class Pipeline:
             raise _engine.UsageError("lateness= and late= are not supported on Spark yet; sort each input first")
         streams: list[_engine.Stream] = []
         try:
-            streams = as_streams(self._inputs)
+            streams = as_streams(self._inputs, self._time)
             schema = pa.schema(streams[0])
             # Unmerged input (a later Spark stage) may have lost the time column to an operator,
             # like a window_aggregate; an operator that needs it still says so.
@@ -674,8 +674,8 @@ class _Graph:
                 for i, item in enumerate(inputs):
                     labels.append(f"live input {i}" if isinstance(item, LiveInput) else f"input {i}")
                     if isinstance(item, LiveInput):
-                        item._label = labels[-1]
-                groups.append(as_streams(inputs))
+                        item._bind(labels[-1], self.time)
+                groups.append(as_streams(inputs, self.time))
                 schema = pa.schema(groups[-1][0])
                 if (lateness is not None or late != "error") and self.time in schema.names:
                     log = LateLog(schema, late, len(inputs))

@@ -25,7 +25,7 @@ from pyarrow_ops.io import conform
 from pyarrow_ops.lateness import Late, LateLog, Lateness, bounds
 from pyarrow_ops.retention import InputLog, Left, times_of
 from pyarrow_ops.sink import FileSink
-from pyarrow_ops.windows import Session, Window
+from pyarrow_ops.windows import Session, Window, time_value
 
 
 def _seconds(value: float | dt.timedelta | None) -> float | None:
@@ -57,17 +57,6 @@ def _watch_idle(ref: weakref.ref, stop: threading.Event, period: float) -> None:
         except Exception:  # the run failed or was cancelled: its consumer hears of it
             return
         del live
-
-
-def _time_value(value: Any, time_type: pa.DataType) -> int:
-    """A heartbeat time as the column's stored integer."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, (dt.datetime, dt.date)) or hasattr(value, "dtype"):
-        scalar = pa.scalar(value).cast(time_type)
-        return scalar.cast(pa.int64()).as_py() if not pa.types.is_date32(time_type) else scalar.cast(
-            pa.int32()).as_py()
-    raise TypeError(f"a heartbeat time must be an int, datetime or date, got {type(value).__name__}")
 
 
 class LiveAggregate:
@@ -320,7 +309,7 @@ class LiveAggregate:
         """Promises that ``input`` sends nothing earlier than ``time``. :class:`UsageError` if
         ``input`` was closed. With ``lateness``, a row of ``input`` earlier than ``time`` that
         comes after it is late."""
-        input, value = self._input(input), _time_value(time, self._time_type)
+        input, value = self._input(input), time_value(time, self._time_type)
         self._began(input)
         try:
             with self._locks[input]:

@@ -101,3 +101,14 @@ def in_units(value: Duration, name: str, time_type: pa.DataType) -> int:
     if rest:
         raise ValueError(f"{name} {value} is not a whole number of the time column's unit ({time_type.unit})")
     return scaled
+
+
+def time_value(value: object, time_type: pa.DataType) -> int:
+    """A point in time (a heartbeat's) as the stored integer of a time column of ``time_type``: an
+    int as it is; a datetime, date or numpy datetime64 cast to the column's type."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, (dt.datetime, dt.date)) or hasattr(value, "dtype"):
+        scalar = pa.scalar(value).cast(time_type)
+        return scalar.cast(pa.int32() if pa.types.is_date32(time_type) else pa.int64()).as_py()
+    raise TypeError(f"a heartbeat time must be an int, datetime or date, got {type(value).__name__}")

@@ -79,6 +79,15 @@ class BatchSource {
   // The next batch, or nullopt at the end. Throws pao::Error on bad input; after a throw the
   // source is failed and throws the same error again. Not thread-safe: one caller at a time.
   virtual std::optional<Batch> next() = 0;
+  // A promise about the rows still to come, read after next() returned a batch of 0 rows (a
+  // heartbeat: a live input that is quiet but not done): none of them has a time, in the stream's
+  // time column, below bound(). INT64_MIN when the source promises nothing of its own (the rows it
+  // has delivered promise what sortedness does). A heartbeat never lowers it.
+  virtual int64_t bound() const noexcept { return INT64_MIN; }
+  // False when next() would wait for a producer that has nothing yet (a live input whose queue is
+  // empty); a reader of several sources then turns to the others first. True when next() only
+  // computes or reads (tables, files), and whenever the source cannot tell.
+  virtual bool ready() const { return true; }
 };
 
 // Memory the engine allocates for the batches it builds: 64-byte aligned (the alignment the Arrow

@@ -8,6 +8,7 @@
 #include <span>
 #include <optional>
 
+#include "core/builder.h"
 #include "core/error.h"
 #include "core/gather.h"
 #include "gate/times.h"
@@ -245,14 +246,30 @@ class LatenessSource final : public BatchSource {
       : input_(std::move(input)), lateness_(std::move(lateness)) {}
 
   const std::shared_ptr<const Schema>& schema() const noexcept override { return input_->schema(); }
+  // Nothing earlier than the watermark leaves any more.
+  int64_t bound() const noexcept override { return lateness_.watermark(); }
+  bool ready() const override { return failed_ || done_ || pulse_ || !ready_.empty() || input_->ready(); }
 
   std::optional<Batch> next() override {
     if (failed_) std::rethrow_exception(failed_);
     try {
-      while (ready_.empty() && !done_) {
+      while (ready_.empty() && !done_ && !pulse_) {
         std::vector<Batch> out;
         if (std::optional<Batch> b = input_->next()) {
-          lateness_.push(*b, out);
+          if (b->num_rows() == 0 && input_->bound() > promised_) {
+            // The input's heartbeat: rows up to it are released, and what is still held (or comes
+            // later and is not late) is at or after the watermark, which the consumer hears (an
+            // empty batch) as soon as the released rows are out.
+            promised_ = input_->bound();
+            lateness_.heartbeat(promised_, out);
+            pulse_ = true;
+          } else {
+            const int64_t before = lateness_.watermark();
+            lateness_.push(*b, out);
+            // Rows held, none released, and the input has nothing more at hand: the consumer hears
+            // the risen watermark now instead of waiting here for the input's producer.
+            if (out.empty() && lateness_.watermark() > before && !input_->ready()) pulse_ = true;
+          }
         } else {
           lateness_.finish(out);
           done_ = true;
@@ -262,6 +279,10 @@ class LatenessSource final : public BatchSource {
     } catch (...) {
       failed_ = std::current_exception();
       throw;
+    }
+    if (ready_.empty() && pulse_) {
+      pulse_ = false;
+      return empty_batch(schema());
     }
     if (ready_.empty()) return std::nullopt;
     Batch b = std::move(ready_.front());
@@ -273,6 +294,8 @@ class LatenessSource final : public BatchSource {
   std::unique_ptr<BatchSource> input_;
   Lateness lateness_;
   std::deque<Batch> ready_;
+  int64_t promised_ = INT64_MIN;  // the input's latest heartbeat
+  bool pulse_ = false;  // the watermark rose (a heartbeat): an empty batch follows the rows released
   bool done_ = false;
   std::exception_ptr failed_;
 };

@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 
+#include "core/builder.h"
 #include "core/error.h"
 #include "core/gather.h"
 #include "core/order_key.h"
@@ -128,6 +129,11 @@ struct Cursor {
   std::optional<InputTimes> checked;    // validates each batch's times as it is pulled
   int64_t pos = 0;                      // next row of `batch` to emit
   int64_t end = 0;                      // batch.num_rows()
+  // Open, without rows, and heartbeated (BatchSource::bound): its next row is at or after
+  // (promise, this input) in the merged order, so the others' rows before that need not wait for
+  // it. Pulled again only when no row can leave without it.
+  bool waiting = false;
+  int64_t promise = INT64_MIN;
 };
 
 // Rows [lo, hi) of one input's current batch.
@@ -195,6 +201,16 @@ class Merge final : public BatchSource {
   }
 
   const std::shared_ptr<const Schema>& schema() const noexcept override { return schema_; }
+  // The least time the merge may still emit, as last reported with an empty batch: when no row
+  // can leave until a heartbeated input sends more, the consumer hears how far the merge got.
+  int64_t bound() const noexcept override { return announced_; }
+  // Whether next() can go on without waiting for an input's producer: every open input without
+  // rows is ready (conservative: a waiting input the next region does not need counts too).
+  bool ready() const override {
+    if (failure_ || !ready_.empty()) return true;
+    return std::all_of(cursors_.begin(), cursors_.end(),
+                       [](const Cursor& c) { return !c.source || c.pos < c.end || c.source->ready(); });
+  }
 
   // unmerge(): the inputs, each as a merge of one, while nothing has been read (the schemas were
   // checked together at construction, so each part's checks pass again).
@@ -226,18 +242,30 @@ class Merge final : public BatchSource {
 
  private:
   // Loads input i's next non-empty batch and validates its time column; at the input's end,
-  // releases it and leaves it without rows.
+  // releases it and leaves it without rows; at a heartbeat that raises its floor, leaves it
+  // waiting, with the floor as its promise.
   void pull(uint32_t i) {
     Cursor& c = cursors_[i];
     c.batch = Batch();
     c.pos = c.end = 0;
+    c.waiting = false;
     for (;;) {
       std::optional<Batch> b = c.source->next();
       if (!b) {
         c.source.reset();
         return;
       }
-      if (b->num_rows() == 0) continue;
+      if (b->num_rows() == 0) {
+        if (const int64_t h = c.source->bound(); h != INT64_MIN) {
+          c.checked->heartbeat(h);  // throws if it goes back
+          if (c.checked->floor() > c.promise) {
+            c.promise = c.checked->floor();
+            c.waiting = true;
+            return;
+          }
+        }
+        continue;
+      }
       c.batch = std::move(*b);
       break;
     }
@@ -264,39 +292,54 @@ class Merge final : public BatchSource {
     // region used it up: reading its next batch then would run ahead of the consumer (and raise
     // its errors before the rows before them were delivered).
     started_ = true;
-    for (uint32_t i = 0; i < cursors_.size(); ++i)
-      if (cursors_[i].source && cursors_[i].pos == cursors_[i].end) pull(i);
-
-    // The region: each input's rows before the least last key of the inputs' current batches.
     const auto k = static_cast<uint32_t>(cursors_.size());
     const WideKeys wide;
-    uint32_t least = k;
-    WideKeys::Key least_key = 0;
-    uint32_t live = 0;
-    for (uint32_t i = 0; i < k; ++i) {
-      const Cursor& c = cursors_[i];
-      if (c.pos == c.end) continue;
-      ++live;
-      const WideKeys::Key last = wide.make(c.times[c.end - 1], i);
-      if (least == k || last < least_key) {
-        least = i;
-        least_key = last;
-      }
-    }
-    if (live == 0) return std::nullopt;
     std::vector<Span> region(k);
     int64_t rows = 0;
-    uint32_t widest = least;
-    for (uint32_t i = 0; i < k; ++i) {
-      const Cursor& c = cursors_[i];
-      region[i] = {c.pos, c.pos == c.end ? c.pos : i == least ? c.end : bound(i, wide.time(least_key), least)};
-      rows += region[i].hi - region[i].lo;
-      if (region[i].hi - region[i].lo > region[widest].hi - region[widest].lo) widest = i;
+    uint32_t least = k;
+    uint32_t widest = k;
+    while (rows == 0) {
+      for (uint32_t i = 0; i < k; ++i) {
+        const Cursor& c = cursors_[i];
+        if (c.source && c.pos == c.end && !c.waiting) pull(i);
+      }
+      // The region: each input's rows before the least of the keys that bound what the inputs
+      // hold: the last key of each current batch, and each waiting input's promise.
+      least = k;
+      WideKeys::Key least_key = 0;
+      for (uint32_t i = 0; i < k; ++i) {
+        const Cursor& c = cursors_[i];
+        if (c.pos == c.end && !c.waiting) continue;
+        const WideKeys::Key last = c.waiting ? wide.make(c.promise, i) : wide.make(c.times[c.end - 1], i);
+        if (least == k || last < least_key) {
+          least = i;
+          least_key = last;
+        }
+      }
+      if (least == k) return std::nullopt;
+      rows = 0;
+      widest = least;
+      for (uint32_t i = 0; i < k; ++i) {
+        const Cursor& c = cursors_[i];
+        region[i] = {c.pos, c.pos == c.end ? c.pos : i == least ? c.end : bound(i, wide.time(least_key), least)};
+        rows += region[i].hi - region[i].lo;
+        if (region[i].hi - region[i].lo > region[widest].hi - region[widest].lo) widest = i;
+      }
+      if (rows > 0) break;
+      // No row can leave before the least input, waiting on its promise, sends more (an input
+      // with rows that is least gives its whole batch). Every row still to come is at or after
+      // its promise: tell the consumer once, then wait for that input.
+      if (cursors_[least].promise > announced_) {
+        announced_ = cursors_[least].promise;
+        return empty_batch(schema_);
+      }
+      pull(least);
     }
 
     // Parts: one with one thread (batches of batch_size rows, as without parts); with more, enough
     // for every thread to take several, cut at rows of the widest input spread evenly over it.
     size_t parts = 1;
+    const auto live = std::count_if(region.begin(), region.end(), [](const Span& sp) { return sp.hi > sp.lo; });
     if (options_.threads > 1 && live > 1) {
       parts = static_cast<size_t>(std::clamp<int64_t>(rows / options_.part_rows, 1, 4 * int64_t{options_.threads}));
     }
@@ -320,7 +363,7 @@ class Merge final : public BatchSource {
     }
     std::vector<Batch> sources(k);
     // An input without rows stands in with a batch of the region's (no segment reads it).
-    for (uint32_t i = 0; i < k; ++i) sources[i] = cursors_[i].pos == cursors_[i].end ? cursors_[least].batch : cursors_[i].batch;
+    for (uint32_t i = 0; i < k; ++i) sources[i] = cursors_[i].pos == cursors_[i].end ? cursors_[widest].batch : cursors_[i].batch;
     if (parts == 1) {
       merge_part(cut[0], sources);
     } else {
@@ -457,6 +500,7 @@ class Merge final : public BatchSource {
   std::vector<Part> parts_;  // the current region's parts (the first `parts` of them)
   std::unique_ptr<sync::ForkJoin> pool_;  // threads - 1 helpers, made at the first region with parts
   bool started_ = false;
+  int64_t announced_ = INT64_MIN;  // bound() (see there)
   std::exception_ptr failure_;
 };
 

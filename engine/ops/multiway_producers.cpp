@@ -81,6 +81,17 @@ void MultiwayAggregate::produce(size_t slot, std::vector<uint32_t> mine,
             p.ended = true;
             return;
           }
+          // A heartbeat of a live input (BatchSource::bound) goes to the gate at once: the
+          // readers need not wait for this input's next rows to release the others' before it.
+          if (const int64_t h = (*sources[m])->bound(); h != INT64_MIN) {
+            gate::InputTimes& times = *times_[mine[m]];
+            const int64_t before = times.floor();
+            times.heartbeat(h);  // throws if it goes back
+            if (times.floor() > before) {
+              if (completions_) completions_->raise(mine[m], times.floor(), now_ns());
+              in_->heartbeat(mine[m], times.floor());
+            }
+          }
           continue;
         }
         const int64_t* t = times_[mine[m]]->read(*b);

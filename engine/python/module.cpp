@@ -32,8 +32,14 @@ using namespace nb::literals;
 namespace pao::python {
 namespace {
 
+// The next batch with rows, or the end: a batch of 0 rows that only carries a heartbeat
+// (BatchSource::bound) means nothing to a Python reader.
 std::optional<Batch> pull(BatchSource& source) {
-  return without_gil([&] { return source.next(); });
+  return without_gil([&] {
+    std::optional<Batch> b = source.next();
+    while (b && b->num_rows() == 0 && source.bound() != INT64_MIN) b = source.next();
+    return b;
+  });
 }
 
 gate::LatePolicy late_policy(const std::string& name) {
@@ -120,11 +126,12 @@ NB_MODULE(_engine, m) {
       "capsule"_a, "label"_a, "Takes ownership of an 'arrow_array_stream' capsule's stream.");
   m.def(
       "stream_from_batches",
-      [](nb::handle schema, nb::handle iterator, std::string label) {
-        return Stream{make_py_iter_source(schema, iterator, std::move(label))};
+      [](nb::handle schema, nb::handle iterator, std::string label, nb::handle ready) {
+        return Stream{make_py_iter_source(schema, iterator, std::move(label), ready)};
       },
-      "schema"_a, "iterator"_a, "label"_a,
-      "A stream over an iterator of objects with __arrow_c_array__, all with `schema`.");
+      "schema"_a, "iterator"_a, "label"_a, "ready"_a = nb::none(),
+      "A stream over an iterator of objects with __arrow_c_array__, all with `schema` (an int item is a "
+      "heartbeat); `ready`, if given, tells whether the next item is at hand.");
   m.def(
       "merge",
       [](std::vector<Stream*> inputs, std::string time, int64_t batch_size, unsigned threads) {

@@ -180,6 +180,15 @@ void Pipeline::build(Graph graph) {
                                            : stages_[index[node]]->op->output_schema());
   }
   results_.resize(graph.outputs.size());
+  // Consumers come after their producers: one backward pass settles who relays pulses.
+  for (size_t s = stages_.size(); s-- > 0;) {
+    Stage& st = *stages_[s];
+    st.relays_pulses = st.preserves_time && st.kind != ops::OpKind::kPartitioned &&
+                       std::any_of(st.consumers.begin(), st.consumers.end(), [&](const Edge& e) {
+                         const Stage& c = *stages_[e.stage];
+                         return c.multi != nullptr || c.relays_pulses;
+                       });
+  }
   for (auto& st : stages_) {
     st->planned = st->multi != nullptr && st->multi->plans_output() && st->outputs.empty() && !st->consumers.empty() &&
                   std::all_of(st->consumers.begin(), st->consumers.end(), [&](const Edge& e) {
@@ -289,9 +298,9 @@ void Pipeline::wake() { work_.notify(); }
 
 namespace {
 // A pulse: an empty morsel that only carries the stream's bound, for an operator waiting on this
-// stream's progress (section 4.3.3's pulses; nobody else needs it).
+// stream's progress (section 4.3.3's pulses), or one that relays it there; nobody else needs it.
 void add_pulse(const Stage& st, std::vector<Work*>& works, const Batch& empty, int64_t bound, int64_t entry_ns) {
-  if (st.multi == nullptr || bound == INT64_MIN) return;
+  if ((st.multi == nullptr && !st.relays_pulses) || bound == INT64_MIN) return;
   auto* w = new Work;
   w->batch = empty;
   w->bound = bound;
@@ -490,14 +499,25 @@ void Pipeline::ingress_main() {
   }
 }
 
+namespace {
+int64_t time_at(const Batch& b, size_t column, int64_t row) {
+  const Column& t = b.column(column);
+  return b.schema()->fields[column].type.byte_width() == 8 ? t.typed<int64_t>()[row] : t.typed<int32_t>()[row];
+}
+int64_t last_time(const Batch& b, size_t column) { return time_at(b, column, b.num_rows() - 1); }
+// The time of a source's pending batch's first row (0 for a source without a time column).
+int64_t first_time(const SourceState& s) { return s.time_index ? time_at(*s.pending, *s.time_index, 0) : 0; }
+}  // namespace
+
 bool Pipeline::ingress_step() {
   // Every source holds its next batch; the one that starts earliest goes first, so sources
-  // advance together in time and a union or join of two of them never waits long on one.
-  SourceState* next = nullptr;
-  int64_t next_time = 0;
+  // advance together in time and a union or join of two of them never waits long on one. A source
+  // whose producer has nothing yet (a live input: BatchSource::ready) is pulled only when no batch
+  // is held and it is the one the others wait for, the least floor (its last time or heartbeat):
+  // a union releases rows by how far every input got, so while another source has something to
+  // give, waiting on a quiet one would hold that back.
   bool ended_now = false;
-  for (auto& src : sources_) {
-    SourceState& s = *src;
+  auto pull = [&](SourceState& s) {
     while (!s.ended && !s.pending) {
       std::optional<Batch> b = s.source->next();
       if (!b) {
@@ -508,23 +528,42 @@ bool Pipeline::ingress_step() {
         s.source.reset();  // released once its end is published, so the release holds nothing back
       } else if (b->num_rows() > 0) {
         s.pending = std::move(*b);
+      } else if (const int64_t bound = s.source->bound(); bound > s.floor) {
+        // A heartbeat: a pulse to the consumers waiting on this stream's progress.
+        s.floor = bound;
+        link(s.consumers, {}, prepare(s.consumers, {}, std::move(*b), 0, bound, nullptr));
+        return;
       }
     }
-    if (!s.pending) continue;
-    int64_t first = 0;
-    if (s.time_index) {
-      const Column& t = s.pending->column(*s.time_index);
-      first = s.pending->schema()->fields[*s.time_index].type.byte_width() == 8 ? t.typed<int64_t>()[0]
-                                                                              : t.typed<int32_t>()[0];
-    }
-    if (next == nullptr || first < next_time) {
-      next = &s;
-      next_time = first;
+  };
+  SourceState* next = nullptr;
+  int64_t next_time = 0;
+  SourceState* least = nullptr;  // of the open sources holding nothing, the least floor
+  for (auto& src : sources_) {
+    SourceState& s = *src;
+    if (!s.ended && !s.pending && s.source->ready()) pull(s);
+    if (s.pending) {
+      const int64_t first = first_time(s);
+      if (next == nullptr || first < next_time) {
+        next = &s;
+        next_time = first;
+      }
+    } else if (!s.ended && (least == nullptr || s.floor < least->floor)) {
+      least = &s;
     }
   }
-  if (next == nullptr) return ended_now;  // every source has ended (false once that is old news)
-  Batch b = std::move(*next->pending);
-  next->pending.reset();
+  if (next == nullptr) {
+    if (least == nullptr) return ended_now;  // every source has ended (false once that is old news)
+    pull(*least);  // may wait for its producer: nothing else can go on meanwhile
+    return true;
+  }
+  send(*next);
+  return true;
+}
+
+void Pipeline::send(SourceState& s) {
+  Batch b = std::move(*s.pending);
+  s.pending.reset();
   const int64_t before = tuples_in_.fetch_add(b.num_rows(), std::memory_order_relaxed);
   if (options_.rate > 0) {
     // Release the batch when its first tuple is due at the given rate.
@@ -533,8 +572,8 @@ bool Pipeline::ingress_step() {
       std::this_thread::sleep_until(std::min(due, std::chrono::steady_clock::now() + std::chrono::milliseconds(5)));
     }
   }
-  link(next->consumers, next->outputs, prepare(next->consumers, next->outputs, std::move(b), 0, INT64_MIN, next));
-  return true;
+  if (s.time_index) s.floor = std::max(s.floor, last_time(b, *s.time_index));
+  link(s.consumers, s.outputs, prepare(s.consumers, s.outputs, std::move(b), 0, INT64_MIN, &s));
 }
 
 // Runs operator i's finish() once its input is complete and every output has left; links what
@@ -810,6 +849,8 @@ size_t Pipeline::step(size_t i, size_t worker) {
     } else if (st.multi != nullptr) {
       out = st.multi->push(w->port, w->batch, w->bound);
       bound = st.multi->output_bound();
+    } else if (w->batch.num_rows() == 0) {
+      bound = w->bound;  // a pulse, relayed (relays_pulses): nothing for the operator to do
     } else {
       out = st.op->process(w->batch);
       if (st.preserves_time) bound = w->bound;

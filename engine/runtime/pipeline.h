@@ -219,6 +219,8 @@ class Pipeline : public BatchSource {
   // One batch of the source that starts earliest, linked to its consumers (or the ends of the
   // sources that ended now, closed); false once every source had ended before the call.
   bool ingress_step();
+  // Links source s's pending batch to its consumers and outputs (paced by options_.rate).
+  void send(SourceState& s);
   // One round of a worker: finishes the operators that may finish, then runs the first operator
   // the scheduler picks that has work for it; true if it did anything.
   bool worker_step(size_t index);

@@ -77,6 +77,9 @@ struct SourceState {
   std::optional<size_t> time_index;  // the time column, whose values bound the stream
   std::optional<Batch> pending;      // pulled, not yet linked
   bool ended = false;
+  // The least time it may still send: its last sent batch's last time or its latest heartbeat
+  // (sent on as a pulse), whichever is later.
+  int64_t floor = INT64_MIN;
 };
 
 struct Stage {
@@ -93,6 +96,10 @@ struct Stage {
   bool scatter = false;  // every appended column fixed-width: the merge scatters (core/gather.h)
   size_t ports = 1;
   bool preserves_time = false;  // outputs carry their input morsel's bound
+  // Passes pulses on (a source's heartbeat, an empty output's bound) towards a multi-input
+  // operator downstream: a stateless or stateful operator that preserves time, with a consumer
+  // that is multi-input or relays them. Its worker hands a pulse on without calling the operator.
+  bool relays_pulses = false;
   // Its outputs leave as plans (MultiInputOperator::push_plan), gathered by its consumers'
   // workers: when it can, and only stateless or stateful operators (no partitioned one: routing
   // reads the keys at once) and no result queue consume it.

@@ -1,0 +1,208 @@
+"""LiveInput heartbeats: a quiet input promises that nothing earlier than t follows, and the merge,
+the pipelines (with and without operators below the merge, with lateness) and the pulled aggregate
+release the other inputs' rows up to t without waiting for it.
+
+Random scripts of pushes and heartbeats, one call at a time: after each call, the consumer must
+receive at least every row the model proves ready (a row is ready once every other open input's
+floor, its last time or heartbeat, comes after it in the merged order), while every input is still
+open; at the end, the output equals the plain merge of what was pushed. A watchdog turns a hang into
+a failure. Also: the errors of misuse (a row below a heartbeat, a heartbeat going back, a
+heartbeat after close, a datetime before the time column is known)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pyarrow_ops as po
+from pyarrow_ops import col
+from reference import reference_aggregate, reference_merge
+
+SCHEMA = pa.schema([("t", pa.int64()), ("k", pa.int64()), ("v", pa.float64())])
+WATCHDOG_S = 20.0
+CONSUMERS = ("merge", "pipeline", "pushed-below", "lateness")
+
+
+class Reader:
+    """Reads a result on a thread of its own; wait_for(n) waits until n rows have come."""
+
+    def __init__(self, result) -> None:
+        self.batches: list[pa.RecordBatch] = []
+        self.rows = 0
+        self.failure: BaseException | None = None
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(result,), daemon=True)
+        self._thread.start()
+
+    def _read(self, result) -> None:
+        try:
+            for b in result:
+                with self._changed:
+                    self.batches.append(b)
+                    self.rows += b.num_rows
+                    self._changed.notify_all()
+        except BaseException as e:  # reported by wait_for / join
+            self.failure = e
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_for(self, rows: int, what: str) -> None:
+        with self._changed:
+            ok = self._changed.wait_for(lambda: self.rows >= rows or self.failure is not None
+                                        or not self._thread.is_alive(), WATCHDOG_S)
+        if self.failure is not None:
+            raise self.failure
+        if not ok or self.rows < rows:
+            pytest.fail(f"{what}: {self.rows} rows came, the model proves {rows} ready (waited {WATCHDOG_S} s)")
+
+    def join(self) -> pa.Table:
+        self._thread.join(WATCHDOG_S)
+        if self._thread.is_alive():
+            pytest.fail(f"the consumer did not end within {WATCHDOG_S} s of the last close")
+        if self.failure is not None:
+            raise self.failure
+        return pa.Table.from_batches(self.batches, schema=SCHEMA) if self.batches else SCHEMA.empty_table()
+
+
+def ready_rows(pushed: list[list[int]], floor: list[int | None]) -> int:
+    """How many rows the merged order releases while every input is open: a row (t, i) is ready
+    once every other input j has a floor f_j (its last time or heartbeat) with (t, i) < (f_j, j)."""
+    count = 0
+    for i, times in enumerate(pushed):
+        for t in times:
+            if all(j == i or (floor[j] is not None and (t, i) < (floor[j], j)) for j in range(len(pushed))):
+                count += 1
+    return count
+
+
+def start(consumer: str, lives: list[po.LiveInput], threads: int):
+    if consumer == "merge":
+        return po.merge(lives, time="t")
+    if consumer == "pipeline":  # a keyed operator after the merge: the merge feeds the runtime
+        return po.Pipeline(lives, time="t").running("k", {"total": po.sum("v")}).select("t", "k", "v").run(
+            threads=threads)
+    if consumer == "pushed-below":  # the filter runs per input, a union takes the merge's place
+        return po.Pipeline(lives, time="t").filter(col("v") > -1000).run(threads=threads)
+    return po.Pipeline(lives, time="t", lateness=0, late="error").filter(col("v") > -1000).run(threads=threads)
+
+
+@st.composite
+def scripts(draw):
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    k = draw(st.integers(2, 4))
+    calls = []
+    floor = [0] * k
+    for _ in range(draw(st.integers(1, 30))):
+        i = int(rng.integers(0, k))
+        if rng.random() < 0.6:
+            n = int(rng.integers(0, 5))
+            times = np.sort(floor[i] + rng.integers(0, 10, n)).astype(np.int64)
+            calls.append(("push", i, times))
+            if n:
+                floor[i] = int(times[-1])
+        else:
+            floor[i] += int(rng.integers(0, 12))
+            calls.append(("heartbeat", i, floor[i]))
+    return k, calls
+
+
+def batch_of(times: np.ndarray, i: int, serial: int) -> pa.RecordBatch:
+    n = len(times)
+    return pa.record_batch([pa.array(times, pa.int64()), pa.array([i] * n, pa.int64()),
+                            pa.array(np.arange(serial, serial + n, dtype=np.float64))], schema=SCHEMA)
+
+
+@pytest.mark.parametrize("consumer", CONSUMERS)
+@settings(max_examples=25, deadline=None)
+@given(script=scripts(), threads=st.sampled_from([1, 2]))
+def test_heartbeats_release_the_other_inputs_rows_while_every_input_is_open(consumer, script, threads):
+    k, calls = script
+    lives = [po.LiveInput(SCHEMA, max_batches=1000) for _ in range(k)]
+    result = start(consumer, lives, threads)
+    reader = Reader(result)
+    pushed: list[list[int]] = [[] for _ in range(k)]
+    floor: list[int | None] = [None] * k
+    accepted: list[list[pa.RecordBatch]] = [[] for _ in range(k)]
+    serial = 0
+    try:
+        for step, (kind, i, value) in enumerate(calls):
+            if kind == "push":
+                b = batch_of(value, i, serial)
+                serial += len(value)
+                lives[i].push(b)
+                accepted[i].append(b)
+                pushed[i].extend(int(t) for t in value)
+                if len(value):
+                    floor[i] = int(value[-1])
+            else:
+                lives[i].heartbeat(value)
+                floor[i] = value if floor[i] is None else max(floor[i], value)
+            reader.wait_for(ready_rows(pushed, floor), f"{consumer}, after call {step} {kind} of input {i}")
+    finally:
+        for live in lives:
+            if not live._closed:
+                live.close()
+    out = reader.join()
+    tables = [pa.Table.from_batches(b, schema=SCHEMA) for b in accepted]
+    assert out.to_pylist() == reference_merge(tables, "t").to_pylist()
+
+
+def test_a_heartbeat_lets_the_pulled_aggregate_close_windows_while_an_input_is_quiet():
+    a, b = po.LiveInput(SCHEMA), po.LiveInput(SCHEMA)
+    result = po.aggregate([a, b], time="t", window=po.tumbling(10), aggs={"n": po.count()})
+    reader = Reader(result)
+    a.push(batch_of(np.array([1, 2, 13, 25]), 0, 0))
+    b.heartbeat(21)  # windows [0, 10) and [10, 20) are complete
+    reader.wait_for(2, "aggregate after the heartbeat")
+    a.close()
+    b.close()
+    reader._thread.join(WATCHDOG_S)
+    rows = [r for batch in reader.batches for r in batch.to_pylist()]
+    expected = reference_aggregate([pa.Table.from_batches([batch_of(np.array([1, 2, 13, 25]), 0, 0)])], time="t",
+                                   key=[], size=10, advance=10, offset=0, aggs={"n": ("count", None)})
+    assert rows == expected.to_pylist()
+
+
+def test_a_row_below_a_heartbeat_fails_the_run_naming_the_input_and_the_heartbeat():
+    a, b = po.LiveInput(SCHEMA), po.LiveInput(SCHEMA)
+    result = po.merge([a, b], time="t")
+    b.heartbeat(10)
+    b.push(batch_of(np.array([12, 13]), 1, 0))
+    b.push(batch_of(np.array([15, 16]), 1, 2))
+    b.heartbeat(20)
+    b.push(batch_of(np.array([19]), 1, 4))
+    a.close()
+    b.close()
+    with pytest.raises(po.UnsortedInputError, match=r"input 1 .*row 4 has 19, earlier than its heartbeat at 20"):
+        result.to_arrow()
+
+
+def test_heartbeat_misuse_is_refused_and_changes_nothing():
+    ts = pa.schema([("t", pa.timestamp("ms")), ("v", pa.int64())])
+    unbound = po.LiveInput(ts)
+    with pytest.raises(po.UsageError, match="pass the input to a Pipeline first"):
+        unbound.heartbeat(dt.datetime(2026, 1, 1))
+    a, b = po.LiveInput(ts), po.LiveInput(ts)
+    result = po.Pipeline([a, b], time="t").filter(col("v") >= 0).run(threads=2)
+    reader = Reader(result)
+    a.push(pa.record_batch({"t": [dt.datetime(2026, 1, 1, 0, 0, 1), dt.datetime(2026, 1, 1, 0, 0, 3)],
+                            "v": [1, 2]}, schema=ts))
+    b.heartbeat(dt.datetime(2026, 1, 1, 0, 0, 2))  # a datetime, converted to the column's ms
+    reader.wait_for(1, "the row before the datetime heartbeat")
+    with pytest.raises(po.UnsortedInputError, match="earlier than its previous heartbeat"):
+        b.heartbeat(dt.datetime(2026, 1, 1, 0, 0, 1))
+    with pytest.raises(TypeError, match="heartbeat time"):
+        b.heartbeat("soon")
+    b.close()
+    with pytest.raises(po.UsageError, match=r"heartbeat\(\) on live input 1, which is closed"):
+        b.heartbeat(dt.datetime(2026, 1, 1, 0, 0, 9))
+    a.close()
+    assert reader.join is not None
+    reader._thread.join(WATCHDOG_S)
+    assert [r["v"] for batch in reader.batches for r in batch.to_pylist()] == [1, 2]
