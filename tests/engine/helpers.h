@@ -1,7 +1,11 @@
 #pragma once
 // Builders of test data: batches over vectors, a hand-made Arrow producer that counts releases,
 // and a BatchSource over a list of batches.
+#include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,6 +13,7 @@
 
 #include "arrow/c_abi.h"
 #include "core/batch.h"
+#include "core/builder.h"
 #include "core/error.h"
 
 namespace fixtures {
@@ -83,6 +88,52 @@ class ListSource final : public pao::BatchSource {
   std::shared_ptr<const pao::Schema> schema_;
   std::vector<pao::Batch> batches_;
   size_t next_ = 0;
+};
+
+// A live input, as pyarrow_ops.LiveInput is one: a producer thread push()es batches and
+// heartbeat()s, then close()s; next() waits for the next item (a heartbeat comes out as a batch
+// of 0 rows, with bound() its time), ready() tells whether one is at hand.
+class LiveSource final : public pao::BatchSource {
+ public:
+  explicit LiveSource(std::shared_ptr<const pao::Schema> s) : schema_(std::move(s)) {}
+  const std::shared_ptr<const pao::Schema>& schema() const noexcept override { return schema_; }
+  int64_t bound() const noexcept override { return bound_; }  // the reader's thread only
+  bool ready() const override {
+    std::lock_guard lock(mutex_);
+    return !items_.empty();
+  }
+  std::optional<pao::Batch> next() override {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return !items_.empty(); });
+    Item item = std::move(items_.front());
+    items_.pop_front();
+    if (item.end) return std::nullopt;
+    if (item.heartbeat) {
+      bound_ = std::max(bound_, *item.heartbeat);
+      return pao::empty_batch(schema_);
+    }
+    return item.batch;
+  }
+  void push(pao::Batch b) { put({std::move(b), std::nullopt, false}); }
+  void heartbeat(int64_t time) { put({{}, time, false}); }
+  void close() { put({{}, std::nullopt, true}); }
+
+ private:
+  struct Item {
+    pao::Batch batch;
+    std::optional<int64_t> heartbeat;
+    bool end = false;
+  };
+  void put(Item item) {
+    std::lock_guard lock(mutex_);
+    items_.push_back(std::move(item));
+    changed_.notify_all();
+  }
+  std::shared_ptr<const pao::Schema> schema_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Item> items_;
+  int64_t bound_ = INT64_MIN;
 };
 
 // A hand-made Arrow producer: one int64 column "x" per array, each array's release counted.

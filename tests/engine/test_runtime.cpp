@@ -604,6 +604,84 @@ TEST(operators_below_a_merge_equal_the_merged_run) {
   CHECK_EQ(configs, 6 * 3 * 2);
 }
 
+// Live inputs with heartbeats (BatchSource::bound, ready): a producer thread pushes every input's
+// batches with heartbeats between them (each at most the next batch's first time) in a random
+// interleaving; merged whole or taken apart below the merge (a union, which hears the heartbeats
+// as pulses through the pushed filter), every run equals the sequential run over the merged rows.
+TEST(live_inputs_with_heartbeats_equal_the_merged_run) {
+  std::mt19937_64 rng(4242);
+  int configs = 0;
+  for (int trial = 0; trial < 8; ++trial) {
+    const size_t k = 2 + rng() % 3;
+    std::vector<std::vector<Batch>> inputs(k);
+    for (auto& in : inputs) in = split(rng, random_input(rng, rng() % 400, 1 + static_cast<int>(rng() % 10)));
+    std::vector<std::unique_ptr<BatchSource>> lists;
+    for (const auto& in : inputs) lists.push_back(std::make_unique<ListSource>(tkvh(), in));
+    Rows merged;
+    for (auto m = gate::make_merge(std::move(lists), {"t", 64}); auto b = m->next();) append(merged, *b);
+    const auto filter = [] {
+      return std::make_shared<TestOp>(ops::OpKind::kStateless, ops::Selectivity::kAtMostOne, 0, false, false);
+    };
+    const auto keyed = [] {
+      return std::make_shared<TestOp>(ops::OpKind::kPartitioned, ops::Selectivity::kExactlyOne, 0, false);
+    };
+    const Rows expected = once(keyed(), once(filter(), merged));
+    for (size_t threads : {1, 2}) {
+      for (bool push_down : {true, false}) {
+        std::vector<fixtures::LiveSource*> live;
+        std::vector<std::unique_ptr<BatchSource>> sources;
+        for (size_t i = 0; i < k; ++i) {
+          auto s = std::make_unique<fixtures::LiveSource>(tkvh());
+          live.push_back(s.get());
+          sources.push_back(std::move(s));
+        }
+        runtime::Graph g;
+        g.time = "t";
+        g.sources.push_back(gate::make_merge(std::move(sources), {"t", 1 + static_cast<int64_t>(rng() % 100)}));
+        g.nodes.push_back({nullptr, {}, 0});
+        g.nodes.push_back({filter(), {0}, 0});
+        g.nodes.push_back({keyed(), {1}, 0});
+        g.outputs = {2};
+        runtime::PipelineOptions o;
+        o.threads = threads;
+        o.push_down = push_down;
+        runtime::Pipeline p(std::move(g), o);
+        std::thread producer([&, seed = rng()] {
+          std::mt19937_64 r(seed);
+          std::vector<size_t> next(k, 0);
+          std::vector<int64_t> floor(k, 0);  // the least time each input may still send
+          for (;;) {
+            std::vector<size_t> open;
+            for (size_t i = 0; i < k; ++i)
+              if (next[i] < inputs[i].size()) open.push_back(i);
+            if (open.empty()) break;
+            const size_t i = open[r() % open.size()];
+            const Batch& b = inputs[i][next[i]];
+            if (b.num_rows() > 0 && r() % 2 == 0) {  // a heartbeat up to the batch's first time
+              const int64_t first = b.column(0).typed<int64_t>()[0];
+              floor[i] += static_cast<int64_t>(r() % static_cast<uint64_t>(first - floor[i] + 1));
+              live[i]->heartbeat(floor[i]);
+            }
+            if (b.num_rows() > 0) floor[i] = b.column(0).typed<int64_t>()[b.num_rows() - 1];
+            live[i]->push(b);
+            ++next[i];
+          }
+          for (size_t i = 0; i < k; ++i) {
+            live[i]->heartbeat(floor[i] + 5);
+            live[i]->close();
+          }
+        });
+        Rows got;
+        while (auto b = p.next()) append(got, *b);
+        producer.join();
+        REQUIRE(same(got, expected));
+        ++configs;
+      }
+    }
+  }
+  CHECK_EQ(configs, 8 * 2 * 2);
+}
+
 // A run with two outputs: a stateless operator over `input`, and the input itself; 2 workers, at
 // most 16 morsels alive.
 std::unique_ptr<runtime::Pipeline> two_outputs(std::mt19937_64& rng, const Rows& input) {
