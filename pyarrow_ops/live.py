@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+import time as time_module
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
 
 from pyarrow_ops import _engine
+from pyarrow_ops.idle import IdleInputs
+from pyarrow_ops.idle import watch as idle_watch
 from pyarrow_ops.io import conform
 from pyarrow_ops.windows import time_value
 
@@ -53,6 +56,8 @@ class LiveInput:
         self._time_index: int | None = None
         self._heartbeat: int | None = None  # the latest promise
         self._last: int | None = None  # the time of the last row pushed (once the time column is known)
+        self._group: IdleGroup | None = None  # with idle_timeout: the live inputs of its pipeline source
+        self._index = 0
         # push(), heartbeat() and close() may come from several threads: the closed check and the
         # queueing must be one step, or a push could slip in behind the end marker and be lost.
         self._lock = threading.Lock()
@@ -81,6 +86,9 @@ class LiveInput:
             if not b.schema.equals(self.schema):
                 raise _engine.SchemaMismatchError(
                     f"{self._label}, batch {self._pushed}: schema {b.schema} differs from the input's {self.schema}")
+        self._call(lambda: self._queue_batches(batches))
+
+    def _queue_batches(self, batches: list[pa.RecordBatch]) -> None:
         with self._lock:
             self._refuse_if_closed("push")
             for b in batches:
@@ -106,22 +114,54 @@ class LiveInput:
                 f"heartbeat({time!r}) on {self._label}: a datetime heartbeat needs the time column's type; "
                 "pass the input to a Pipeline first, or give the column's stored integer")
         value = time_value(time, self._time_type or pa.int64())
-        with self._lock:
-            self._refuse_if_closed("heartbeat")
-            if self._heartbeat is not None and value < self._heartbeat:
-                raise _engine.UnsortedInputError(
-                    f"{self._label} sent a heartbeat at {value}, earlier than its previous heartbeat at "
-                    f"{self._heartbeat}; heartbeats must not go back (the call changed nothing)")
-            self._heartbeat = value
-            if self._last is None or value > self._last:  # else it promises nothing the rows did not
-                self._queue.put(value)
+
+        def promise() -> None:
+            with self._lock:
+                self._refuse_if_closed("heartbeat")
+                if self._heartbeat is not None and value < self._heartbeat:
+                    raise _engine.UnsortedInputError(
+                        f"{self._label} sent a heartbeat at {value}, earlier than its previous heartbeat at "
+                        f"{self._heartbeat}; heartbeats must not go back (the call changed nothing)")
+                self._promise(value)
+
+        self._call(promise)
+
+    def _promise(self, value: int, wait: bool = True) -> None:
+        # Under self._lock: a heartbeat at `value` (not below the last one). Queued only if it
+        # promises more than the rows did: a ready source must not make its reader wait.
+        if self._last is None or value > self._last:
+            self._queue.put(value, block=wait)  # without waiting: queue.Full, and nothing changed
+        self._heartbeat = value
 
     def close(self) -> None:
         """Ends the input: nothing more will be pushed. Closing twice is a :class:`UsageError`."""
-        with self._lock:
-            self._refuse_if_closed("close")
-            self._closed = True
-            self._queue.put(LiveInput._END)
+
+        def end() -> None:
+            with self._lock:
+                self._refuse_if_closed("close")
+                self._closed = True
+                self._queue.put(LiveInput._END)
+
+        self._call(end)
+
+    def _call(self, body: Callable[[], None]) -> None:
+        # A push, heartbeat or close: with idle_timeout the input is active while it lasts (a push
+        # may wait for room) and has spoken after it, which may move the promise of idle inputs.
+        group = self._group
+        if group is None:
+            body()
+            return
+        group.idle.began(self._index)
+        try:
+            body()
+        finally:
+            group.idle.spoke(self._index)
+            group.check_idle()
+
+    def _floor(self) -> int | None:
+        # Under self._lock: the latest time this input has promised (row or heartbeat).
+        known = [t for t in (self._last, self._heartbeat) if t is not None]
+        return max(known) if known else None
 
     def _items(self) -> Iterator[pa.RecordBatch | int]:
         while (item := self._queue.get()) is not LiveInput._END:
@@ -140,3 +180,48 @@ class LiveInput:
         # Read through the Arrow stream protocol (by another library): the batches alone.
         batches = (b for b in self._items() if not isinstance(b, int))
         return pa.RecordBatchReader.from_batches(self.schema, batches).__arrow_c_stream__(requested_schema)
+
+
+class IdleGroup:
+    """The live inputs of one pipeline source under ``idle_timeout`` (pyarrow_ops/idle.py has the
+    rule): a live input silent that long is heartbeated to the least floor of the live inputs still
+    speaking, again whenever that moves, until it speaks. Inputs that are not live (tables, files)
+    never wait on a producer and take no part."""
+
+    def __init__(self, lives: list[LiveInput | None], timeout: float, clock: Callable[[], float] | None) -> None:
+        self.lives = lives
+        self.idle = IdleInputs(len(lives), timeout, clock or time_module.monotonic)
+        self.stop = threading.Event()
+        for i, live in enumerate(lives):
+            if live is not None:
+                live._group, live._index = self, i
+        if clock is None:
+            idle_watch(self, self.stop, timeout / 4, "pyarrow-ops idle live inputs")
+
+    def check_idle(self) -> None:
+        closed, floors = [], []
+        for live in self.lives:
+            if live is None:
+                closed.append(True)
+                floors.append(None)
+                continue
+            with live._lock:
+                closed.append(live._closed)
+                floors.append(live._floor())
+        if all(closed):
+            self.stop.set()
+            return
+        idle, target = self.idle.due(closed, floors)
+        if target is None:
+            return
+        for i in idle:
+            live = self.lives[i]
+            assert live is not None
+            with live._lock:
+                floor = live._floor()
+                if not live._closed and (floor is None or floor < target):
+                    try:
+                        # Never waits: a full queue holds items enough; the next check tries again.
+                        live._promise(target, wait=False)
+                    except queue.Full:
+                        pass

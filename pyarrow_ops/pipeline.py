@@ -20,9 +20,10 @@ from pyarrow_ops.engine_specs import merge_spec, step_spec
 from pyarrow_ops.experiment import NONE as NO_EXPERIMENT
 from pyarrow_ops.experiment import Experiment
 from pyarrow_ops.expr import Expr, col
+from pyarrow_ops.idle import check_clock, timeout_seconds
 from pyarrow_ops.io import Input, Result, as_input_list, as_streams
 from pyarrow_ops.lateness import Late, LateLog, Lateness, bounds, check_late, within
-from pyarrow_ops.live import LiveInput
+from pyarrow_ops.live import IdleGroup, LiveInput
 from pyarrow_ops.windows import Session, Window
 
 # Each option's names as a Literal (for type checkers) and as a tuple (checked at run time).
@@ -105,14 +106,21 @@ class Pipeline:
     """
 
     def __init__(self, inputs: Input | Iterable[Input], *, time: str, lateness: Lateness = None,
-                 late: Late = "error") -> None:
+                 late: Late = "error", idle_timeout: float | dt.timedelta | None = None,
+                 clock: Callable[[], float] | None = None) -> None:
         """``lateness``, ``late``: inputs out of time order within a bound, and what happens to rows
         later than that, as for :func:`pyarrow_ops.merge` (each input is put back in order before
-        the merge; ``result.late`` and ``stats()["late"]``)."""
+        the merge; ``result.late`` and ``stats()["late"]``). ``idle_timeout`` (seconds or a
+        timedelta of processing time by ``clock``, default the monotonic clock): a
+        :class:`LiveInput` silent that long is heartbeated to the least floor of the live inputs
+        still speaking, until it speaks (as in :func:`pyarrow_ops.live_aggregate`; the result's
+        ``check_idle()`` and ``stats()["idle"]``)."""
         if not isinstance(time, str):
             raise TypeError(f"time must be a column name (str), got {type(time).__name__}")
         check_late(late)
         self._time_order: tuple[Lateness, str] = (lateness, late)
+        self._idle_rule: tuple[float | None, Callable[[], float] | None] = (
+            timeout_seconds(idle_timeout), None if clock is None else check_clock(clock))
         self._inputs = as_input_list(inputs)
         if not self._inputs:
             raise _engine.InvalidInputError("a pipeline needs at least one input")
@@ -132,6 +140,7 @@ class Pipeline:
         p._inputs, p._time, p._steps, p._last = as_input_list(inputs), time, tuple(steps), None
         p._origin = None
         p._time_order = (None, "error")
+        p._idle_rule = (None, None)
         return p
 
     @property
@@ -157,6 +166,7 @@ class Pipeline:
         p._inputs = self._inputs
         p._origin = self._origin
         p._time_order = self._time_order
+        p._idle_rule = self._idle_rule
         return p
 
     @property
@@ -522,6 +532,7 @@ class PipelineResult(Result):
         self._handle = handle
         self._output = replay.Output()
         self._run: replay.RunSpec | None = None
+        self._idle_groups: list[IdleGroup] = []  # per source with idle_timeout and live inputs
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         return replay.iterate(self)
@@ -574,10 +585,21 @@ class PipelineResult(Result):
         ``thread_levels`` (``threads="auto"``): per period of the elastic controller, ``at_ns``
         (since the start), the ``threads`` that ran in it and the ``tuples_per_s`` all operators
         took in over it; ``late``: per source given ``lateness`` or ``late``, its policy and
-        the late rows per input."""
+        the late rows per input; ``idle`` (``idle_timeout``): each idle period of a live input,
+        ``input``, ``from_s``, ``to_s`` (and ``source`` when several sources have them)."""
         d = self._handle.stats()
         d["late"] = self._late_stats()
+        many = len(self._idle_groups) > 1
+        d["idle"] = [{**period, "source": s} if many else period
+                     for s, group in enumerate(self._idle_groups) for period in group.idle.periods()]
         return d
+
+    def check_idle(self) -> None:
+        """With ``idle_timeout`` on a pipeline of :class:`LiveInput` inputs: heartbeats every live
+        input idle by the pipeline's ``clock`` now (it runs by itself, a few times per timeout, with
+        the default clock; call it after moving an injected clock)."""
+        for group in self._idle_groups:
+            group.check_idle()
 
 
 # --- Graphs ---------------------------------------------------------------------------------------
@@ -620,6 +642,7 @@ class _Graph:
         self.time = times.pop()
         self.inputs: list[list[Any]] = []     # per source: its inputs
         self.time_orders: list[tuple[Any, str]] = []  # per source: (lateness, late)
+        self.idle_rules: list[tuple[float | None, Any]] = []  # per source: (idle_timeout, clock)
         self.nodes: list[tuple[str, Any, list[int]]] = []  # (kind, payload, input nodes)
         self._memo: dict[tuple[Any, ...], int] = {}
         self.outputs = [self._node(p) for p in outputs.values()]
@@ -639,6 +662,7 @@ class _Graph:
             if key not in self._memo:
                 self.inputs.append(p._inputs)
                 self.time_orders.append(p._time_order)
+                self.idle_rules.append(p._idle_rule)
             node = self._add(key, "source", len(self.inputs) - 1, [])
         else:
             parents = [self._node(q) for q in p._origin.parents]
@@ -689,8 +713,12 @@ class _Graph:
                 for stream in group:
                     stream.close()
         results = {name: PipelineResult(native, handle) for name, native in zip(self.names, natives)}
+        groups = [IdleGroup([x if isinstance(x, LiveInput) else None for x in inputs], timeout, clock)
+                  for inputs, (timeout, clock) in zip(self.inputs, self.idle_rules, strict=True)
+                  if timeout is not None and any(isinstance(x, LiveInput) for x in inputs)]
         for r in results.values():
             r._late_logs = logs
+            r._idle_groups = groups
         return results
 
 

@@ -7,7 +7,6 @@ import datetime as dt
 import os
 import threading
 import time as time_module
-import weakref
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,8 @@ from pyarrow_ops.aggregate import (DEFAULT_BATCH_SIZE, AggregateResult, Design, 
 from pyarrow_ops.aggregates import Agg
 from pyarrow_ops.checkpoint import Periodic, Snapshot
 from pyarrow_ops.checkpoint import write as write_snapshot
+from pyarrow_ops.idle import IdleInputs, timeout_seconds
+from pyarrow_ops.idle import watch as idle_watch
 from pyarrow_ops.io import conform
 from pyarrow_ops.lateness import Late, LateLog, Lateness, bounds
 from pyarrow_ops.retention import InputLog, Left, times_of
@@ -28,35 +29,10 @@ from pyarrow_ops.sink import FileSink
 from pyarrow_ops.windows import Session, Window, time_value
 
 
-def _seconds(value: float | dt.timedelta | None) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, dt.timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"idle_timeout must be positive seconds or a datetime.timedelta, got {value!r}")
-    return float(value)
-
-
 def _latest_time(batch: Any, time: str) -> int | None:
     """The greatest time of a pushed batch as the column's stored integer (None when empty)."""
     batch = pa.record_batch(batch)
     return pc.max(times_of(batch, time)).as_py() if batch.num_rows else None
-
-
-def _watch_idle(ref: weakref.ref, stop: threading.Event, period: float) -> None:
-    """A real clock's idle check, a few times per timeout until the run ends. Holds the
-    LiveAggregate only while checking, so one its owner dropped is collected (and the thread
-    ends)."""
-    while not stop.wait(period):
-        live = ref()
-        if live is None or all(live._closed):
-            return
-        try:
-            live.check_idle()
-        except Exception:  # the run failed or was cancelled: its consumer hears of it
-            return
-        del live
 
 
 class LiveAggregate:
@@ -109,7 +85,7 @@ class LiveAggregate:
             _query(time, _keys(key), window, _aggs(aggs), self._time_type), update_threads=update_threads or 0,
             batch_size=batch_size, flush_each_window=True)
         input_bounds = bounds(lateness, late, inputs, self._time_type)
-        self._idle_timeout = _seconds(idle_timeout)
+        self._idle_timeout = timeout_seconds(idle_timeout)
         # What a snapshot needs to rebuild this run (docs/checkpoints.md): the query as JSON.
         self._saved_query = {
             "inputs": inputs, "time": time, "key": _keys(key), "aggs": [list(a) for a in _aggs(aggs)],
@@ -142,17 +118,11 @@ class LiveAggregate:
             self._result._late_logs.append(log)
             self._lateness = [_engine.Lateness(schema.__arrow_c_schema__(), i, f"input {i}", time, b, late, log.rows)
                               for i, b in enumerate(input_bounds)]
-        # Idle inputs (idle_timeout): processing time from `clock`; an input silent for the timeout
-        # is heartbeated to the least floor of the inputs that are not idle, again whenever that
-        # moves, until it speaks. _idle_lock guards the activity times and the periods; it is
-        # taken after an input's lock, never before.
+        # Idle inputs (idle_timeout; pyarrow_ops/idle.py has the rule): processing time from
+        # `clock`; an input silent for the timeout is heartbeated to the least floor of the inputs
+        # that are not idle, again whenever that moves, until it speaks.
         self._clock = clock or time_module.monotonic
-        self._started = self._clock()
-        self._idle_lock = threading.Lock()
-        self._active_at = [self._started] * inputs
-        self._calls = [0] * inputs  # calls in progress, per input
-        self._idle: list[dict[str, Any] | None] = [None] * inputs  # the open idle period, per input
-        self._idle_periods: list[dict[str, Any]] = []
+        self._idle = None if self._idle_timeout is None else IdleInputs(inputs, self._idle_timeout, self._clock)
         self._stop_watch = threading.Event()
         # Checkpoints (pyarrow_ops/retention.py has the rule): per input, the rows it handed to the
         # engine since the retention floor, (lateness) the rows its buffer may hold and its
@@ -175,9 +145,7 @@ class LiveAggregate:
         self._checkpoint_error: BaseException | None = None  # a periodic checkpoint's, raised by the next push
         self._counting = threading.Lock()       # the periodic count
         if self._idle_timeout is not None and clock is None:
-            watcher = threading.Thread(target=_watch_idle, args=(weakref.ref(self), self._stop_watch, self._idle_timeout / 4),
-                                       name="pyarrow-ops idle inputs", daemon=True)
-            watcher.start()
+            idle_watch(self, self._stop_watch, self._idle_timeout / 4, "pyarrow-ops idle inputs")
 
     def _refuse_if_closed(self, input: int, call: str) -> None:
         # As the engine does, before anything changes; under self._locks[input].
@@ -239,21 +207,14 @@ class LiveAggregate:
 
     def _began(self, input: int) -> None:
         # A call of `input` starts: while it lasts (a push may wait for room), the input is not idle.
-        if self._idle_timeout is not None:
-            with self._idle_lock:
-                self._calls[input] += 1
+        if self._idle is not None:
+            self._idle.began(input)
 
     def _spoke(self, input: int) -> None:
         # After a call of `input`: it is active, and an idle period of it ends.
-        if self._idle_timeout is None:
+        if self._idle is None:
             return
-        with self._idle_lock:
-            now = self._clock()
-            self._calls[input] -= 1
-            self._active_at[input] = now
-            if self._idle[input] is not None:
-                self._idle[input]["to_s"] = now - self._started
-                self._idle[input] = None
+        self._idle.spoke(input)
         self.check_idle()
 
     def _input(self, input: int) -> int:
@@ -343,30 +304,11 @@ class LiveAggregate:
         still come in order from there (or within its ``lateness``, whose policy takes the rest).
         Runs by itself, a few times per timeout, with the default clock; call it after moving an
         injected clock."""
-        if self._idle_timeout is None:
+        if self._idle is None:
             return
-        with self._idle_lock:
-            now = self._clock()
-            idle = []
-            for i in range(self.inputs):
-                if self._closed[i] or self._calls[i]:
-                    continue
-                if self._idle[i] is None and now - self._active_at[i] >= self._idle_timeout:
-                    self._idle[i] = {"input": i, "from_s": self._active_at[i] + self._idle_timeout - self._started,
-                                     "to_s": None}
-                    self._idle_periods.append(self._idle[i])
-                if self._idle[i] is not None:
-                    idle.append(i)
-            others = [i for i in range(self.inputs) if not self._closed[i] and self._idle[i] is None]
-        if not idle:
+        idle, target = self._idle.due(self._closed, self._floors)
+        if target is None:
             return
-        if not others:
-            # Every open input is idle: the quiet ones that never spoke stop holding back what
-            # the others have sent; nobody is moved past the least time an input has reached.
-            others = [i for i in idle if self._floors[i] is not None]
-        if not others or any(self._floors[i] is None for i in others):
-            return  # an input still speaking has promised nothing yet: wait for it
-        target = min(self._floors[i] for i in others)  # type: ignore[type-var]
         for i in idle:
             with self._locks[i]:
                 if not self._closed[i] and (self._floors[i] is None or self._floors[i] < target):
@@ -501,8 +443,7 @@ class LiveAggregate:
                 lock.release()
         if late is not None:
             tables["late"] = late
-        with self._idle_lock:
-            state["idle"] = [dict(p) for p in self._idle_periods]
+        state["idle"] = self._idle.periods() if self._idle is not None else []
         periodic = path is None
         if periodic and self._periodic.directory is None:
             raise TypeError("checkpoint() needs a path (this run has no checkpoint_dir)")
@@ -529,7 +470,8 @@ class LiveAggregate:
             log.resume(st["late_counts"], snapshot.table("late") if "late.arrow" in snapshot._data else None)
         live._positions = list(st["positions"])
         live._closed = list(st["closed"])  # now: a producer asks before its input's replay ends
-        live._idle_periods = [p for p in st["idle"]]
+        if live._idle is not None:
+            live._idle.resume(st["idle"])
         if st["sink"] is not None:
             live._resume_sink = (st["sink"], snapshot.table("pending"))
         # Each input's state is rebuilt here, before anything else runs: its logs, its lateness
@@ -594,8 +536,7 @@ class LiveAggregate:
         was idle, ``from_s`` and ``to_s`` (None while it lasts) in seconds of ``clock`` since the
         start."""
         d = self._result.stats()
-        with self._idle_lock:
-            d["idle"] = [dict(p) for p in self._idle_periods]
+        d["idle"] = self._idle.periods() if self._idle is not None else []
         return d
 
     def __enter__(self) -> LiveAggregate:

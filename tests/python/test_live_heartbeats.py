@@ -206,3 +206,69 @@ def test_heartbeat_misuse_is_refused_and_changes_nothing():
     assert reader.join is not None
     reader._thread.join(WATCHDOG_S)
     assert [r["v"] for batch in reader.batches for r in batch.to_pylist()] == [1, 2]
+
+
+class Clock:
+    """Processing time the test moves by hand: idle timeouts without sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("pushed_below", [True, False])
+def test_an_idle_live_input_stops_holding_the_others_back(pushed_below):
+    """idle_timeout on a pipeline of live inputs, by an injected clock: an input silent for the
+    timeout is heartbeated to the least floor of the live inputs still speaking, the rows that frees
+    come out while every input is open, and the idle period is reported."""
+    clock = Clock()
+    a, b = po.LiveInput(SCHEMA), po.LiveInput(SCHEMA)
+    p = po.Pipeline([a, b], time="t", idle_timeout=5, clock=clock)
+    result = (p.filter(col("v") > -1000) if pushed_below else p.running("k", {"n": po.count()}).select("t", "k", "v")
+              ).run(threads=2)
+    reader = Reader(result)
+    b.push(batch_of(np.array([0]), 1, 0))  # input 1 speaks once, then goes quiet
+    clock.now = 4.0
+    a.push(batch_of(np.array([1, 5, 12]), 0, 1))
+    reader.wait_for(1, "the row before input 0's first")
+    result.check_idle()
+    assert result.stats()["idle"] == []
+    clock.now = 6.0  # input 1 silent since 0: idle from 5, promised 12 (input 0's latest time)
+    result.check_idle()
+    assert result.stats()["idle"] == [{"input": 1, "from_s": 5.0, "to_s": None}]
+    reader.wait_for(4, "the rows the idle heartbeat frees")
+    clock.now = 7.0
+    b.push(batch_of(np.array([13]), 1, 4))  # speaks again: the period ends
+    assert result.stats()["idle"] == [{"input": 1, "from_s": 5.0, "to_s": 7.0}]
+    a.close()
+    b.close()
+    out = reader.join()
+    assert out.column("t").to_pylist() == [0, 1, 5, 12, 13]
+
+
+def test_a_row_below_an_idle_promise_fails_the_run_naming_the_heartbeat():
+    clock = Clock()
+    a, b = po.LiveInput(SCHEMA), po.LiveInput(SCHEMA)
+    result = po.Pipeline([a, b], time="t", idle_timeout=dt.timedelta(seconds=5), clock=clock).run(threads=1)
+    a.push(batch_of(np.array([3, 9]), 0, 0))
+    clock.now = 5.0  # both silent since 0: input 1 never spoke, so it goes to input 0's floor, 9
+    result.check_idle()
+    b.push(batch_of(np.array([4]), 1, 2))
+    a.close()
+    b.close()
+    with pytest.raises(po.UnsortedInputError, match=r"input 1 .*row 0 has 4, earlier than its heartbeat at 9"):
+        result.to_arrow()
+
+
+def test_the_real_clock_frees_a_quiet_live_input_by_itself():
+    a, b = po.LiveInput(SCHEMA), po.LiveInput(SCHEMA)
+    result = po.Pipeline([a, b], time="t", idle_timeout=0.05).run(threads=2)
+    reader = Reader(result)
+    a.push(batch_of(np.array([1, 2, 3]), 0, 0))  # input 1 never speaks: its watcher frees input 0's rows
+    reader.wait_for(3, "input 0's rows once input 1 is idle")
+    assert 1 in [p["input"] for p in result.stats()["idle"]]  # input 0 may be idle too by now
+    a.close()
+    b.close()
+    assert reader.join().column("t").to_pylist() == [1, 2, 3]
