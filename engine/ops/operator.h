@@ -141,6 +141,16 @@ class Operator {
     (void)partition;
     return {};
   }
+  // Stateful operators whose output waits on the stream's time (windows, sessions) say true, and
+  // advance(bound) returns what is due once no tuple earlier than `bound` will come (a heartbeat,
+  // reaching them as a pulse: runtime/pipeline.h): exactly what a tuple at `bound` would release
+  // before its own effect, so the output as a whole never changes, only when it leaves. Called in
+  // arrival order among process() calls, by one worker at a time.
+  virtual bool advances() const { return false; }
+  virtual Batch advance(int64_t bound) {
+    (void)bound;
+    return {};
+  }
   // After the last input: what the operator still holds (open sessions, windows, top-k), in the
   // order a sequential run would emit it. Called once, by one worker, after every process call
   // has returned. An empty batch (or one of 0 rows) when there is nothing.

@@ -370,6 +370,16 @@ class GlobalWindows final : public Operator {
     return take();
   }
 
+  // A window set (a session) closes at a heartbeat exactly as at a tuple of that time: the same
+  // rows, in the same order, only sooner.
+  bool advances() const override { return true; }
+  Batch advance(int64_t bound) override {
+    if (bound <= last_) return {};
+    last_ = bound;  // a tuple below it now went back
+    windows_.advance(bound);
+    return take();
+  }
+
   Batch finish() override {
     windows_.finish();
     return take();

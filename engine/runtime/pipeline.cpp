@@ -147,6 +147,7 @@ void Pipeline::build(Graph graph) {
       }
     }
     st->preserves_time = !graph.time.empty() && !st->multi && node.op->preserves_time(graph.time);
+    st->advances = !graph.time.empty() && st->kind == ops::OpKind::kStateful && !st->multi && node.op->advances();
     switch (st->kind) {
       case ops::OpKind::kStateful: st->max_parallelism = 1; break;
       case ops::OpKind::kPartitioned:
@@ -183,11 +184,9 @@ void Pipeline::build(Graph graph) {
   // Consumers come after their producers: one backward pass settles who relays pulses.
   for (size_t s = stages_.size(); s-- > 0;) {
     Stage& st = *stages_[s];
-    st.relays_pulses = st.preserves_time && st.kind != ops::OpKind::kPartitioned &&
-                       std::any_of(st.consumers.begin(), st.consumers.end(), [&](const Edge& e) {
-                         const Stage& c = *stages_[e.stage];
-                         return c.multi != nullptr || c.relays_pulses;
-                       });
+    st.relays_pulses = st.preserves_time && st.kind != ops::OpKind::kPartitioned && !st.advances &&
+                       std::any_of(st.consumers.begin(), st.consumers.end(),
+                                   [&](const Edge& e) { return stages_[e.stage]->takes_pulses(); });
   }
   for (auto& st : stages_) {
     st->planned = st->multi != nullptr && st->multi->plans_output() && st->outputs.empty() && !st->consumers.empty() &&
@@ -298,9 +297,10 @@ void Pipeline::wake() { work_.notify(); }
 
 namespace {
 // A pulse: an empty morsel that only carries the stream's bound, for an operator waiting on this
-// stream's progress (section 4.3.3's pulses), or one that relays it there; nobody else needs it.
+// stream's progress (section 4.3.3's pulses; a multi-input operator, or one whose output waits on
+// time), or one that relays it there; nobody else needs it.
 void add_pulse(const Stage& st, std::vector<Work*>& works, const Batch& empty, int64_t bound, int64_t entry_ns) {
-  if ((st.multi == nullptr && !st.relays_pulses) || bound == INT64_MIN) return;
+  if (!st.takes_pulses() || bound == INT64_MIN) return;
   auto* w = new Work;
   w->batch = empty;
   w->bound = bound;
@@ -849,6 +849,8 @@ size_t Pipeline::step(size_t i, size_t worker) {
     } else if (st.multi != nullptr) {
       out = st.multi->push(w->port, w->batch, w->bound);
       bound = st.multi->output_bound();
+    } else if (w->batch.num_rows() == 0 && st.advances) {
+      out = st.op->advance(w->bound);  // a pulse: what the bound makes due
     } else if (w->batch.num_rows() == 0) {
       bound = w->bound;  // a pulse, relayed (relays_pulses): nothing for the operator to do
     } else {

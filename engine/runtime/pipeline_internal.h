@@ -96,10 +96,14 @@ struct Stage {
   bool scatter = false;  // every appended column fixed-width: the merge scatters (core/gather.h)
   size_t ports = 1;
   bool preserves_time = false;  // outputs carry their input morsel's bound
-  // Passes pulses on (a source's heartbeat, an empty output's bound) towards a multi-input
-  // operator downstream: a stateless or stateful operator that preserves time, with a consumer
-  // that is multi-input or relays them. Its worker hands a pulse on without calling the operator.
+  // A stateful operator whose output waits on time (Operator::advances): a pulse calls advance().
+  bool advances = false;
+  // Passes pulses on (a source's heartbeat, an empty output's bound) towards an operator
+  // downstream that takes them (multi-input, or advances): a stateless or stateful operator that
+  // preserves time, with a consumer that takes them or relays them. Its worker hands a pulse on
+  // without calling the operator.
   bool relays_pulses = false;
+  bool takes_pulses() const noexcept { return multi != nullptr || advances || relays_pulses; }
   // Its outputs leave as plans (MultiInputOperator::push_plan), gathered by its consumers'
   // workers: when it can, and only stateless or stateful operators (no partitioned one: routing
   // reads the keys at once) and no result queue consume it.

@@ -272,3 +272,86 @@ def test_the_real_clock_frees_a_quiet_live_input_by_itself():
     a.close()
     b.close()
     assert reader.join().column("t").to_pylist() == [1, 2, 3]
+
+
+WINDOWED = {
+    "tumbling": lambda p: p.window_aggregate(po.tumbling(10), {"n": po.count(), "s": po.sum("v")}),
+    "sliding-by-window": lambda p: p.window_aggregate(po.sliding(20, 5), {"n": po.count()}, "k", by_window=True),
+    "sessions": lambda p: p.window_aggregate(po.session(6), {"n": po.count(), "last": po.last("v")}, "k"),
+}
+
+
+def windows_ready(consumer: str, pushed: list[list[tuple[int, int]]], floor: list[int | None]) -> int:
+    """Rows a windowed pipeline has proved final once every input's floor is known: F, the least
+    floor, is what the merged stream promises; a window closes when F reaches its end, a session
+    when F passes it."""
+    if any(f is None for f in floor):
+        return 0
+    f = min(floor)  # type: ignore[type-var]
+    rows = [r for rows in pushed for r in rows]
+    if consumer == "tumbling":
+        return len({t // 10 for t, _ in rows if (t // 10 + 1) * 10 <= f})
+    if consumer == "sliding-by-window":
+        return len({(s, k) for t, k in rows for s in range(t - t % 5 - 15, t + 1, 5) if s + 20 <= f})
+    ends: dict[int, list[int]] = {}  # per key, each session's last time, by the gap rule
+    for t, k in sorted(rows):
+        last = ends.setdefault(k, [])
+        if last and t <= last[-1] + 6:
+            last[-1] = t
+        else:
+            last.append(t)
+    return sum(1 for lasts in ends.values() for last in lasts if last + 6 < f)
+
+
+@pytest.mark.parametrize("consumer", list(WINDOWED))
+@settings(max_examples=20, deadline=None)
+@given(script=scripts(), threads=st.sampled_from([1, 2]), one=st.booleans())
+def test_heartbeats_close_a_pipelines_windows_and_sessions_while_inputs_are_open(consumer, script, threads, one):
+    """A heartbeat (or a later row) on every input closes the windows and sessions the merged
+    stream's promise proves final, while the inputs stay open; the output is exactly the run's
+    over the same rows without any heartbeat."""
+    k, calls = script
+    if one:  # a single live input: the pipeline's source is that input alone
+        k, calls = 1, [(kind, 0, value) for kind, _, value in calls]
+        fl = 0
+        fixed = []
+        for kind, _, value in calls:  # one input's times and heartbeats never go back
+            if kind == "push":
+                value = np.sort(np.maximum(value, fl))
+                fl = int(value[-1]) if len(value) else fl
+            else:
+                value = max(value, fl)
+                fl = value
+            fixed.append((kind, 0, value))
+        calls = fixed
+    lives = [po.LiveInput(SCHEMA, max_batches=1000) for _ in range(k)]
+    result = WINDOWED[consumer](po.Pipeline(lives, time="t")).run(threads=threads)
+    reader = Reader(result)
+    pushed: list[list[tuple[int, int]]] = [[] for _ in range(k)]
+    floor: list[int | None] = [None] * k
+    tables: list[list[pa.RecordBatch]] = [[] for _ in range(k)]
+    serial = 0
+    try:
+        for step, (kind, i, value) in enumerate(calls):
+            if kind == "push":
+                b = batch_of(value, i, serial)
+                serial += len(value)
+                lives[i].push(b)
+                tables[i].append(b)
+                pushed[i].extend((int(t), i) for t in value)
+                if len(value):
+                    floor[i] = int(value[-1])
+            else:
+                lives[i].heartbeat(value)
+                floor[i] = value if floor[i] is None else max(floor[i], value)
+            reader.wait_for(windows_ready(consumer, pushed, floor), f"{consumer}, after call {step} {kind} of input {i}")
+    finally:
+        for live in lives:
+            if not live._closed:
+                live.close()
+    reader._thread.join(WATCHDOG_S)
+    assert reader.failure is None
+    out = pa.Table.from_batches(reader.batches, schema=result.schema) if reader.batches else None
+    whole = WINDOWED[consumer](po.Pipeline([pa.Table.from_batches(b, schema=SCHEMA) for b in tables], time="t"))
+    expected = whole.run(threads=1).to_arrow()
+    assert (out.to_pylist() if out is not None else []) == expected.to_pylist()
