@@ -128,8 +128,10 @@ class LiveInput:
 
     def _promise(self, value: int, wait: bool = True) -> None:
         # Under self._lock: a heartbeat at `value` (not below the last one). Queued only if it
-        # promises more than the rows did: a ready source must not make its reader wait.
-        if self._last is None or value > self._last:
+        # promises more than the rows and heartbeats before it did: an item that moves nothing
+        # would make a reader that saw this input ready wait for the next one.
+        floor = self._floor()
+        if floor is None or value > floor:
             self._queue.put(value, block=wait)  # without waiting: queue.Full, and nothing changed
         self._heartbeat = value
 

@@ -184,7 +184,7 @@ void Pipeline::build(Graph graph) {
   // Consumers come after their producers: one backward pass settles who relays pulses.
   for (size_t s = stages_.size(); s-- > 0;) {
     Stage& st = *stages_[s];
-    st.relays_pulses = st.preserves_time && st.kind != ops::OpKind::kPartitioned && !st.advances &&
+    st.relays_pulses = st.preserves_time && !st.advances &&
                        std::any_of(st.consumers.begin(), st.consumers.end(),
                                    [&](const Edge& e) { return stages_[e.stage]->takes_pulses(); });
   }
@@ -304,6 +304,14 @@ void add_pulse(const Stage& st, std::vector<Work*>& works, const Batch& empty, i
   auto* w = new Work;
   w->batch = empty;
   w->bound = bound;
+  if (st.kind == ops::OpKind::kPartitioned) {
+    // One piece without rows, in partition 0: it keeps the pulse's place among the stage's
+    // morsels (the reorder buffer releases it in order), and no operator call is made for it.
+    w->piece_rows.emplace_back();
+    w->piece_partition.push_back(0);
+    w->results.resize(1);
+    w->pending.store(1, std::memory_order_relaxed);
+  }
   w->entry_ns.store(entry_ns, std::memory_order_relaxed);
   works.push_back(w);
 }
@@ -775,7 +783,9 @@ size_t Pipeline::step(size_t i, size_t worker) {
       if (st.producer_sources > 0 && w->entry_ns.load(std::memory_order_relaxed) == 0)
         w->entry_ns.store(now_ns(), std::memory_order_relaxed);
       try {
-        if (st.appended) {
+        if (w->batch.num_rows() == 0) {
+          // A pulse (add_pulse): nothing for the operator to do.
+        } else if (st.appended) {
           w->results[k].batch = st.op->process_appended(w->batch, w->piece_rows[k], w->piece_partition[k]);
         } else {
           w->results[k] = st.op->process_rows(w->batch, w->piece_rows[k], w->piece_partition[k]);
@@ -792,6 +802,10 @@ size_t Pipeline::step(size_t i, size_t worker) {
       }
       // acq_rel: the last piece to finish must see every other piece's result.
       if (w->pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+      if (w->batch.num_rows() == 0) {
+        complete(i, w, Batch(), w->bound);  // a pulse, relayed (relays_pulses)
+        return;
+      }
       if (st.appended) {
         complete(i, w, merge_appended(st, *w), st.preserves_time ? w->bound : INT64_MIN);
         return;

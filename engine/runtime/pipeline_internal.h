@@ -99,9 +99,9 @@ struct Stage {
   // A stateful operator whose output waits on time (Operator::advances): a pulse calls advance().
   bool advances = false;
   // Passes pulses on (a source's heartbeat, an empty output's bound) towards an operator
-  // downstream that takes them (multi-input, or advances): a stateless or stateful operator that
-  // preserves time, with a consumer that takes them or relays them. Its worker hands a pulse on
-  // without calling the operator.
+  // downstream that takes them (multi-input, or advances): an operator that preserves time, with a
+  // consumer that takes them or relays them. Its worker hands a pulse on without calling the
+  // operator (a partitioned one gets it as a single piece without rows).
   bool relays_pulses = false;
   bool takes_pulses() const noexcept { return multi != nullptr || advances || relays_pulses; }
   // Its outputs leave as plans (MultiInputOperator::push_plan), gathered by its consumers'

@@ -26,7 +26,7 @@ from reference import reference_aggregate, reference_merge
 
 SCHEMA = pa.schema([("t", pa.int64()), ("k", pa.int64()), ("v", pa.float64())])
 WATCHDOG_S = 20.0
-CONSUMERS = ("merge", "pipeline", "pushed-below", "lateness")
+CONSUMERS = ("merge", "pipeline", "pushed-below", "lateness", "keyed-union")
 
 
 class Reader:
@@ -89,7 +89,12 @@ def start(consumer: str, lives: list[po.LiveInput], threads: int):
             threads=threads)
     if consumer == "pushed-below":  # the filter runs per input, a union takes the merge's place
         return po.Pipeline(lives, time="t").filter(col("v") > -1000).run(threads=threads)
-    return po.Pipeline(lives, time="t", lateness=0, late="error").filter(col("v") > -1000).run(threads=threads)
+    if consumer == "lateness":
+        return po.Pipeline(lives, time="t", lateness=0, late="error").filter(col("v") > -1000).run(threads=threads)
+    # Each input through a keyed operator of its own, then a union: heartbeats pass the
+    # partitioned operators as pulses.
+    keyed = [po.Pipeline(live, time="t").running("k", {"n": po.count()}) for live in lives]
+    return po.union(*keyed).select("t", "k", "v").run(threads=threads)
 
 
 @st.composite
@@ -278,6 +283,8 @@ WINDOWED = {
     "tumbling": lambda p: p.window_aggregate(po.tumbling(10), {"n": po.count(), "s": po.sum("v")}),
     "sliding-by-window": lambda p: p.window_aggregate(po.sliding(20, 5), {"n": po.count()}, "k", by_window=True),
     "sessions": lambda p: p.window_aggregate(po.session(6), {"n": po.count(), "last": po.last("v")}, "k"),
+    # A partitioned operator before the windows passes heartbeats on.
+    "keyed-then-tumbling": lambda p: p.sessionize("k", gap=3).window_aggregate(po.tumbling(10), {"n": po.count()}),
 }
 
 
@@ -289,7 +296,7 @@ def windows_ready(consumer: str, pushed: list[list[tuple[int, int]]], floor: lis
         return 0
     f = min(floor)  # type: ignore[type-var]
     rows = [r for rows in pushed for r in rows]
-    if consumer == "tumbling":
+    if consumer in ("tumbling", "keyed-then-tumbling"):
         return len({t // 10 for t, _ in rows if (t // 10 + 1) * 10 <= f})
     if consumer == "sliding-by-window":
         return len({(s, k) for t, k in rows for s in range(t - t % 5 - 15, t + 1, 5) if s + 20 <= f})
