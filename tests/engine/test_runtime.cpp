@@ -682,6 +682,70 @@ TEST(live_inputs_with_heartbeats_equal_the_merged_run) {
   CHECK_EQ(configs, 8 * 2 * 2);
 }
 
+// Two live sources, each through a keyed operator of its own (partitioned: heartbeats reach the
+// union after it as pulses carried by one empty piece), then a union: every run equals the union,
+// in the merged order, of the operator's sequential output over each input.
+TEST(heartbeats_pass_partitioned_operators_to_a_union) {
+  std::mt19937_64 rng(777);
+  int configs = 0;
+  for (int trial = 0; trial < 6; ++trial) {
+    std::vector<std::vector<Batch>> inputs(2);
+    for (auto& in : inputs) in = split(rng, random_input(rng, rng() % 500, 1 + static_cast<int>(rng() % 10)));
+    const auto keyed = [] {
+      return std::make_shared<TestOp>(ops::OpKind::kPartitioned, ops::Selectivity::kAtMostOne, 0, false);
+    };
+    std::vector<std::unique_ptr<BatchSource>> outs;
+    for (const auto& in : inputs) {
+      Rows all;
+      for (const Batch& b : in) append(all, b);
+      outs.push_back(std::make_unique<ListSource>(tkvh(), std::vector<Batch>{make(once(keyed(), all))}));
+    }
+    Rows expected;
+    for (auto m = gate::make_merge(std::move(outs), {"t", 64}); auto b = m->next();) append(expected, *b);
+    for (size_t threads : {1, 2, 3}) {
+      std::vector<fixtures::LiveSource*> live;
+      runtime::Graph g;
+      g.time = "t";
+      for (size_t i = 0; i < 2; ++i) {
+        auto s = std::make_unique<fixtures::LiveSource>(tkvh());
+        live.push_back(s.get());
+        std::vector<std::unique_ptr<BatchSource>> one;
+        one.push_back(std::move(s));
+        g.sources.push_back(gate::make_merge(std::move(one), {"t", 64}));
+        g.nodes.push_back({nullptr, {}, i});
+      }
+      g.nodes.push_back({keyed(), {0}, 0});
+      g.nodes.push_back({keyed(), {1}, 0});
+      g.nodes.push_back({ops::make_union({tkvh(), tkvh()}, "t"), {2, 3}, 0});
+      g.outputs = {4};
+      runtime::PipelineOptions o;
+      o.threads = threads;
+      runtime::Pipeline p(std::move(g), o);
+      std::thread producer([&, seed = rng()] {
+        std::mt19937_64 r(seed);
+        std::vector<size_t> next(2, 0);
+        std::vector<int64_t> floor(2, 0);
+        while (next[0] < inputs[0].size() || next[1] < inputs[1].size()) {
+          const size_t i = next[0] < inputs[0].size() && (next[1] == inputs[1].size() || r() % 2 == 0) ? 0 : 1;
+          const Batch& b = inputs[i][next[i]++];
+          const int64_t first = b.column(0).typed<int64_t>()[0];
+          floor[i] += static_cast<int64_t>(r() % static_cast<uint64_t>(first - floor[i] + 1));
+          live[i]->heartbeat(floor[i]);
+          floor[i] = b.column(0).typed<int64_t>()[b.num_rows() - 1];
+          live[i]->push(b);
+        }
+        for (size_t i = 0; i < 2; ++i) live[i]->close();
+      });
+      Rows got;
+      while (auto b = p.next()) append(got, *b);
+      producer.join();
+      REQUIRE(same(got, expected));
+      ++configs;
+    }
+  }
+  CHECK_EQ(configs, 6 * 3);
+}
+
 // A run with two outputs: a stateless operator over `input`, and the input itself; 2 workers, at
 // most 16 morsels alive.
 std::unique_ptr<runtime::Pipeline> two_outputs(std::mt19937_64& rng, const Rows& input) {
