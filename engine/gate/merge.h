@@ -31,7 +31,11 @@ struct MergeOptions {
 //    input and are long enough (every run, with one input: a single input passes through);
 //  - otherwise new batches of up to batch_size rows gathered from the inputs;
 // and a batch leaves as soon as going on would pull an input (a live one may wait): results are
-// never held back for batch_size rows to gather.
+// never held back for batch_size rows to gather. An input's heartbeat (a batch of 0 rows and its
+// BatchSource::bound()) lets the others' rows before it leave without pulling that input again;
+// when nothing can leave until a heartbeated input sends more, the merge returns a batch of 0 rows
+// itself, its bound() the least time still to come (once per rise), then waits on that input.
+// ready() is false while an input it would have to pull has nothing at hand.
 // It validates as it pulls, before any row of a batch is emitted: time never null, each input
 // sorted by time; it throws pao::Error naming input, row (0-based, counted across the input's
 // batches) and values. Construction checks that the time column exists, is temporal, and that

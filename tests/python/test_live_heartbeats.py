@@ -70,12 +70,12 @@ class Reader:
         return pa.Table.from_batches(self.batches, schema=SCHEMA) if self.batches else SCHEMA.empty_table()
 
 
-def ready_rows(pushed: list[list[int]], floor: list[int | None]) -> int:
+def ready_rows(pushed: list[list[tuple[int, int]]], floor: list[int | None]) -> int:
     """How many rows the merged order releases while every input is open: a row (t, i) is ready
     once every other input j has a floor f_j (its last time or heartbeat) with (t, i) < (f_j, j)."""
     count = 0
-    for i, times in enumerate(pushed):
-        for t in times:
+    for i, rows in enumerate(pushed):
+        for t, _ in rows:
             if all(j == i or (floor[j] is not None and (t, i) < (floor[j], j)) for j in range(len(pushed))):
                 count += 1
     return count
@@ -123,6 +123,36 @@ def batch_of(times: np.ndarray, i: int, serial: int) -> pa.RecordBatch:
                             pa.array(np.arange(serial, serial + n, dtype=np.float64))], schema=SCHEMA)
 
 
+def play(calls: list[tuple], lives: list[po.LiveInput], reader: Reader, ready, what: str) -> list[pa.Table]:
+    """Makes the script's calls one at a time; after each, waits until the consumer has the rows
+    ``ready(pushed, floor)`` proves final (pushed: per input, its (time, input) rows; floor: per
+    input, its last time or heartbeat). Closes every input at the end; returns what each was given."""
+    k = len(lives)
+    pushed: list[list[tuple[int, int]]] = [[] for _ in range(k)]
+    floor: list[int | None] = [None] * k
+    given: list[list[pa.RecordBatch]] = [[] for _ in range(k)]
+    serial = 0
+    try:
+        for step, (kind, i, value) in enumerate(calls):
+            if kind == "push":
+                b = batch_of(value, i, serial)
+                serial += len(value)
+                lives[i].push(b)
+                given[i].append(b)
+                pushed[i].extend((int(t), i) for t in value)
+                if len(value):
+                    floor[i] = int(value[-1])
+            else:
+                lives[i].heartbeat(value)
+                floor[i] = value if floor[i] is None else max(floor[i], value)
+            reader.wait_for(ready(pushed, floor), f"{what}, after call {step} {kind} of input {i}")
+    finally:
+        for live in lives:
+            if not live._closed:
+                live.close()
+    return [pa.Table.from_batches(b, schema=SCHEMA) for b in given]
+
+
 @pytest.mark.parametrize("consumer", CONSUMERS)
 @settings(max_examples=25, deadline=None)
 @given(script=scripts(), threads=st.sampled_from([1, 2]))
@@ -131,31 +161,8 @@ def test_heartbeats_release_the_other_inputs_rows_while_every_input_is_open(cons
     lives = [po.LiveInput(SCHEMA, max_batches=1000) for _ in range(k)]
     result = start(consumer, lives, threads)
     reader = Reader(result)
-    pushed: list[list[int]] = [[] for _ in range(k)]
-    floor: list[int | None] = [None] * k
-    accepted: list[list[pa.RecordBatch]] = [[] for _ in range(k)]
-    serial = 0
-    try:
-        for step, (kind, i, value) in enumerate(calls):
-            if kind == "push":
-                b = batch_of(value, i, serial)
-                serial += len(value)
-                lives[i].push(b)
-                accepted[i].append(b)
-                pushed[i].extend(int(t) for t in value)
-                if len(value):
-                    floor[i] = int(value[-1])
-            else:
-                lives[i].heartbeat(value)
-                floor[i] = value if floor[i] is None else max(floor[i], value)
-            reader.wait_for(ready_rows(pushed, floor), f"{consumer}, after call {step} {kind} of input {i}")
-    finally:
-        for live in lives:
-            if not live._closed:
-                live.close()
-    out = reader.join()
-    tables = [pa.Table.from_batches(b, schema=SCHEMA) for b in accepted]
-    assert out.to_pylist() == reference_merge(tables, "t").to_pylist()
+    tables = play(calls, lives, reader, ready_rows, consumer)
+    assert reader.join().to_pylist() == reference_merge(tables, "t").to_pylist()
 
 
 def test_a_heartbeat_lets_the_pulled_aggregate_close_windows_while_an_input_is_quiet():
@@ -334,31 +341,10 @@ def test_heartbeats_close_a_pipelines_windows_and_sessions_while_inputs_are_open
     lives = [po.LiveInput(SCHEMA, max_batches=1000) for _ in range(k)]
     result = WINDOWED[consumer](po.Pipeline(lives, time="t")).run(threads=threads)
     reader = Reader(result)
-    pushed: list[list[tuple[int, int]]] = [[] for _ in range(k)]
-    floor: list[int | None] = [None] * k
-    tables: list[list[pa.RecordBatch]] = [[] for _ in range(k)]
-    serial = 0
-    try:
-        for step, (kind, i, value) in enumerate(calls):
-            if kind == "push":
-                b = batch_of(value, i, serial)
-                serial += len(value)
-                lives[i].push(b)
-                tables[i].append(b)
-                pushed[i].extend((int(t), i) for t in value)
-                if len(value):
-                    floor[i] = int(value[-1])
-            else:
-                lives[i].heartbeat(value)
-                floor[i] = value if floor[i] is None else max(floor[i], value)
-            reader.wait_for(windows_ready(consumer, pushed, floor), f"{consumer}, after call {step} {kind} of input {i}")
-    finally:
-        for live in lives:
-            if not live._closed:
-                live.close()
+    tables = play(calls, lives, reader, lambda pushed, floor: windows_ready(consumer, pushed, floor), consumer)
     reader._thread.join(WATCHDOG_S)
     assert reader.failure is None
     out = pa.Table.from_batches(reader.batches, schema=result.schema) if reader.batches else None
-    whole = WINDOWED[consumer](po.Pipeline([pa.Table.from_batches(b, schema=SCHEMA) for b in tables], time="t"))
+    whole = WINDOWED[consumer](po.Pipeline(tables, time="t"))
     expected = whole.run(threads=1).to_arrow()
     assert (out.to_pylist() if out is not None else []) == expected.to_pylist()
