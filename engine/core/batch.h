@@ -84,10 +84,12 @@ class BatchSource {
   // time column, below bound(). INT64_MIN when the source promises nothing of its own (the rows it
   // has delivered promise what sortedness does). A heartbeat never lowers it.
   virtual int64_t bound() const noexcept { return INT64_MIN; }
-  // False when next() would wait for a producer that has nothing yet (a live input whose queue is
-  // empty); a reader of several sources then turns to the others first. True when next() only
-  // computes or reads (tables, files), and whenever the source cannot tell.
-  virtual bool ready() const { return true; }
+  // Polls without waiting: takes in what its own sources have at hand, then says whether next()
+  // will return without waiting for a producer (rows, a heartbeat or the end): false while a live
+  // input it needs has nothing queued. A reader of several sources turns to the others first. True
+  // when next() only computes or reads (tables, files), and whenever the source cannot tell. One
+  // caller at a time, as next().
+  virtual bool ready() { return true; }
 };
 
 // Memory the engine allocates for the batches it builds: 64-byte aligned (the alignment the Arrow

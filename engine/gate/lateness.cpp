@@ -248,34 +248,26 @@ class LatenessSource final : public BatchSource {
   const std::shared_ptr<const Schema>& schema() const noexcept override { return input_->schema(); }
   // Nothing earlier than the watermark leaves any more.
   int64_t bound() const noexcept override { return lateness_.watermark(); }
-  bool ready() const override { return failed_ || done_ || pulse_ || !ready_.empty() || input_->ready(); }
+  // Takes in what the input has at hand until something can leave (rows, a pulse, the end): an
+  // input row that releases nothing and moves no watermark is taken here, not in next(), so next()
+  // never waits on the producer after ready() said true.
+  bool ready() override {
+    if (failed_) return true;
+    try {
+      while (ready_.empty() && !done_ && !pulse_) {
+        if (!input_->ready()) return false;
+        take_one();
+      }
+    } catch (...) {
+      failed_ = std::current_exception();  // next() throws it
+    }
+    return true;
+  }
 
   std::optional<Batch> next() override {
     if (failed_) std::rethrow_exception(failed_);
     try {
-      while (ready_.empty() && !done_ && !pulse_) {
-        std::vector<Batch> out;
-        if (std::optional<Batch> b = input_->next()) {
-          if (b->num_rows() == 0 && input_->bound() > promised_) {
-            // The input's heartbeat: rows up to it are released, and what is still held (or comes
-            // later and is not late) is at or after the watermark, which the consumer hears (an
-            // empty batch) as soon as the released rows are out.
-            promised_ = input_->bound();
-            lateness_.heartbeat(promised_, out);
-            pulse_ = true;
-          } else {
-            const int64_t before = lateness_.watermark();
-            lateness_.push(*b, out);
-            // Rows held, none released, and the input has nothing more at hand: the consumer hears
-            // the risen watermark now instead of waiting here for the input's producer.
-            if (out.empty() && lateness_.watermark() > before && !input_->ready()) pulse_ = true;
-          }
-        } else {
-          lateness_.finish(out);
-          done_ = true;
-        }
-        for (Batch& b : out) ready_.push_back(std::move(b));
-      }
+      while (ready_.empty() && !done_ && !pulse_) take_one();
     } catch (...) {
       failed_ = std::current_exception();
       throw;
@@ -291,6 +283,31 @@ class LatenessSource final : public BatchSource {
   }
 
  private:
+  // The input's next item, through the buffer: released rows into ready_, a pulse, or the end.
+  void take_one() {
+    std::vector<Batch> out;
+    if (std::optional<Batch> b = input_->next()) {
+      if (b->num_rows() == 0 && input_->bound() > promised_) {
+        // The input's heartbeat: rows up to it are released, and what is still held (or comes
+        // later and is not late) is at or after the watermark, which the consumer hears (an
+        // empty batch) as soon as the released rows are out.
+        promised_ = input_->bound();
+        lateness_.heartbeat(promised_, out);
+        pulse_ = true;
+      } else {
+        const int64_t before = lateness_.watermark();
+        lateness_.push(*b, out);
+        // Rows held, none released, and the input has nothing more at hand: the consumer hears
+        // the risen watermark now instead of waiting here for the input's producer.
+        if (out.empty() && lateness_.watermark() > before && !input_->ready()) pulse_ = true;
+      }
+    } else {
+      lateness_.finish(out);
+      done_ = true;
+    }
+    for (Batch& b : out) ready_.push_back(std::move(b));
+  }
+
   std::unique_ptr<BatchSource> input_;
   Lateness lateness_;
   std::deque<Batch> ready_;

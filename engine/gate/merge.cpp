@@ -204,12 +204,19 @@ class Merge final : public BatchSource {
   // The least time the merge may still emit, as last reported with an empty batch: when no row
   // can leave until a heartbeated input sends more, the consumer hears how far the merge got.
   int64_t bound() const noexcept override { return announced_; }
-  // Whether next() can go on without waiting for an input's producer: every open input without
-  // rows is ready (conservative: a waiting input the next region does not need counts too).
-  bool ready() const override {
+  // Takes in what the inputs have at hand (find_region without waiting): true once next() can return a
+  // region, an announcement or the end without waiting for an input's producer.
+  bool ready() override {
     if (failure_ || !ready_.empty()) return true;
-    return std::all_of(cursors_.begin(), cursors_.end(),
-                       [](const Cursor& c) { return !c.source || c.pos < c.end || c.source->ready(); });
+    started_ = true;  // inputs are read from now on: no unmerge()
+    try {
+      return find_region(false) != Found::kBlocked;
+    } catch (...) {
+      failure_ = std::current_exception();  // next() throws it
+      cursors_.clear();
+      ready_.clear();
+      return true;
+    }
   }
 
   // unmerge(): the inputs, each as a merge of one, while nothing has been read (the schemas were
@@ -244,33 +251,36 @@ class Merge final : public BatchSource {
   // Loads input i's next non-empty batch and validates its time column; at the input's end,
   // releases it and leaves it without rows; at a heartbeat that raises its floor, leaves it
   // waiting, with the floor as its promise.
-  void pull(uint32_t i) {
+  // With `wait` false it pulls only while the input has something at hand, and may stop with no
+  // rows and no new promise (waiting on its old one, if it ever heartbeated).
+  void pull(uint32_t i, bool wait = true) {
     Cursor& c = cursors_[i];
     c.batch = Batch();
     c.pos = c.end = 0;
     c.waiting = false;
     for (;;) {
+      if (!wait && !c.source->ready()) break;
       std::optional<Batch> b = c.source->next();
       if (!b) {
         c.source.reset();
         return;
       }
-      if (b->num_rows() == 0) {
-        if (const int64_t h = c.source->bound(); h != INT64_MIN) {
-          c.checked->heartbeat(h);  // throws if it goes back
-          if (c.checked->floor() > c.promise) {
-            c.promise = c.checked->floor();
-            c.waiting = true;
-            return;
-          }
-        }
-        continue;
+      if (b->num_rows() > 0) {
+        c.batch = std::move(*b);
+        c.times = c.checked->read(c.batch);
+        c.end = c.batch.num_rows();
+        return;
       }
-      c.batch = std::move(*b);
-      break;
+      if (const int64_t h = c.source->bound(); h != INT64_MIN) {
+        c.checked->heartbeat(h);  // throws if it goes back
+        if (c.checked->floor() > c.promise) {
+          c.promise = c.checked->floor();
+          break;
+        }
+      }
     }
-    c.times = c.checked->read(c.batch);
-    c.end = c.batch.num_rows();
+    // No rows: an input that ever heartbeated waits on its promise (it holds for every row to come).
+    c.waiting = c.promise != INT64_MIN;
   }
 
   // The first row of input j in [c.pos, c.end) at or after key (time, input) in the merged order:
@@ -280,6 +290,53 @@ class Merge final : public BatchSource {
     const int64_t* t = c.times;
     const int64_t* at = j < input ? std::upper_bound(t + c.pos, t + c.end, time) : std::lower_bound(t + c.pos, t + c.end, time);
     return at - t;
+  }
+
+  enum class Found { kRegion, kAnnounce, kEnd, kBlocked };
+
+  // Pulls what the next region needs until it has rows (region_, rows_, widest_), the merge has a
+  // promise to announce (the least input's, least_: no row can leave before that input, waiting
+  // on its promise, sends more; an input with rows that is least gives its whole batch), or every
+  // input has ended. The region: each input's rows before the least of the keys that bound what
+  // the inputs hold, the last key of each current batch and each waiting input's promise. With
+  // `wait` false it pulls only inputs that have something at hand, and says kBlocked where it
+  // would wait.
+  Found find_region(bool wait) {
+    const auto k = static_cast<uint32_t>(cursors_.size());
+    const WideKeys wide;
+    for (;;) {
+      for (uint32_t i = 0; i < k; ++i) {
+        const Cursor& c = cursors_[i];
+        if (!c.source || c.pos < c.end || c.waiting) continue;
+        pull(i, wait);
+        if (c.source && c.pos == c.end && !c.waiting) return Found::kBlocked;  // only without waiting
+      }
+      least_ = k;
+      WideKeys::Key least_key = 0;
+      for (uint32_t i = 0; i < k; ++i) {
+        const Cursor& c = cursors_[i];
+        if (c.pos == c.end && !c.waiting) continue;
+        const WideKeys::Key last = c.waiting ? wide.make(c.promise, i) : wide.make(c.times[c.end - 1], i);
+        if (least_ == k || last < least_key) {
+          least_ = i;
+          least_key = last;
+        }
+      }
+      if (least_ == k) return Found::kEnd;
+      rows_ = 0;
+      widest_ = least_;
+      region_.assign(k, Span{0, 0});  // none of the last region's spans: widest_ compares with them
+      for (uint32_t i = 0; i < k; ++i) {
+        const Cursor& c = cursors_[i];
+        region_[i] = {c.pos, c.pos == c.end ? c.pos : i == least_ ? c.end : bound(i, wide.time(least_key), least_)};
+        rows_ += region_[i].hi - region_[i].lo;
+        if (region_[i].hi - region_[i].lo > region_[widest_].hi - region_[widest_].lo) widest_ = i;
+      }
+      if (rows_ > 0) return Found::kRegion;
+      if (cursors_[least_].promise > announced_) return Found::kAnnounce;
+      if (!wait && !cursors_[least_].source->ready()) return Found::kBlocked;
+      pull(least_, wait);
+    }
   }
 
   std::optional<Batch> produce() {
@@ -292,49 +349,22 @@ class Merge final : public BatchSource {
     // region used it up: reading its next batch then would run ahead of the consumer (and raise
     // its errors before the rows before them were delivered).
     started_ = true;
-    const auto k = static_cast<uint32_t>(cursors_.size());
-    const WideKeys wide;
-    std::vector<Span> region(k);
-    int64_t rows = 0;
-    uint32_t least = k;
-    uint32_t widest = k;
-    while (rows == 0) {
-      for (uint32_t i = 0; i < k; ++i) {
-        const Cursor& c = cursors_[i];
-        if (c.source && c.pos == c.end && !c.waiting) pull(i);
-      }
-      // The region: each input's rows before the least of the keys that bound what the inputs
-      // hold: the last key of each current batch, and each waiting input's promise.
-      least = k;
-      WideKeys::Key least_key = 0;
-      for (uint32_t i = 0; i < k; ++i) {
-        const Cursor& c = cursors_[i];
-        if (c.pos == c.end && !c.waiting) continue;
-        const WideKeys::Key last = c.waiting ? wide.make(c.promise, i) : wide.make(c.times[c.end - 1], i);
-        if (least == k || last < least_key) {
-          least = i;
-          least_key = last;
-        }
-      }
-      if (least == k) return std::nullopt;
-      rows = 0;
-      widest = least;
-      for (uint32_t i = 0; i < k; ++i) {
-        const Cursor& c = cursors_[i];
-        region[i] = {c.pos, c.pos == c.end ? c.pos : i == least ? c.end : bound(i, wide.time(least_key), least)};
-        rows += region[i].hi - region[i].lo;
-        if (region[i].hi - region[i].lo > region[widest].hi - region[widest].lo) widest = i;
-      }
-      if (rows > 0) break;
-      // No row can leave before the least input, waiting on its promise, sends more (an input
-      // with rows that is least gives its whole batch). Every row still to come is at or after
-      // its promise: tell the consumer once, then wait for that input.
-      if (cursors_[least].promise > announced_) {
-        announced_ = cursors_[least].promise;
+    switch (find_region(true)) {
+      case Found::kEnd:
+        return std::nullopt;
+      case Found::kAnnounce:
+        // Every row still to come is at or after the least input's promise: tell the consumer
+        // once, then (next call) wait for that input.
+        announced_ = cursors_[least_].promise;
         return empty_batch(schema_);
-      }
-      pull(least);
+      case Found::kRegion:
+      case Found::kBlocked:  // only without waiting
+        break;
     }
+    const auto k = static_cast<uint32_t>(cursors_.size());
+    std::vector<Span>& region = region_;
+    const int64_t rows = rows_;
+    const uint32_t widest = widest_;
 
     // Parts: one with one thread (batches of batch_size rows, as without parts); with more, enough
     // for every thread to take several, cut at rows of the widest input spread evenly over it.
@@ -501,6 +531,11 @@ class Merge final : public BatchSource {
   std::unique_ptr<sync::ForkJoin> pool_;  // threads - 1 helpers, made at the first region with parts
   bool started_ = false;
   int64_t announced_ = INT64_MIN;  // bound() (see there)
+  // What find_region() found: the region, its rows, its widest input, the input bounding it.
+  std::vector<Span> region_;
+  int64_t rows_ = 0;
+  uint32_t widest_ = 0;
+  uint32_t least_ = 0;
   std::exception_ptr failure_;
 };
 

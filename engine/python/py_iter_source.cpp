@@ -39,7 +39,7 @@ class PyIterSource final : public BatchSource {
   const std::shared_ptr<const Schema>& schema() const noexcept override { return schema_; }
   int64_t bound() const noexcept override { return bound_; }
   // Asks the iterator's producer, when it can tell (LiveInput: whether anything is queued).
-  bool ready() const override {
+  bool ready() override {
     if (!ready_.is_valid() || ready_.is_none()) return true;
     nb::gil_scoped_acquire gil;
     return nb::cast<bool>(ready_());
@@ -86,7 +86,7 @@ class GilReleasingSource final : public BatchSource {
   explicit GilReleasingSource(std::unique_ptr<BatchSource> inner) : inner_(std::move(inner)) {}
   const std::shared_ptr<const Schema>& schema() const noexcept override { return inner_->schema(); }
   int64_t bound() const noexcept override { return inner_->bound(); }
-  bool ready() const override { return inner_->ready(); }
+  bool ready() override { return inner_->ready(); }
   std::optional<Batch> next() override {
     if (Py_IsInitialized() && PyGILState_Check()) {
       nb::gil_scoped_release nogil;

@@ -98,7 +98,7 @@ class LiveSource final : public pao::BatchSource {
   explicit LiveSource(std::shared_ptr<const pao::Schema> s) : schema_(std::move(s)) {}
   const std::shared_ptr<const pao::Schema>& schema() const noexcept override { return schema_; }
   int64_t bound() const noexcept override { return bound_; }  // the reader's thread only
-  bool ready() const override {
+  bool ready() override {
     std::lock_guard lock(mutex_);
     return !items_.empty();
   }

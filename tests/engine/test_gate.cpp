@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <thread>
 #include <tuple>
 
 #include "core/error.h"
@@ -362,4 +363,63 @@ TEST(lateness_slices_heartbeats_and_errors) {
                     "lateness must not be negative");
   CHECK_THROWS_WITH(gate::Lateness(0, "input 0", sch, "nope", {1, gate::LatePolicy::kDrop}, nullptr),
                     ErrorKind::kInvalidInput, "time column 'nope' not found in input 0");
+}
+
+// Live inputs with heartbeats pulled straight from the merge (as a Python reader does), a producer
+// thread feeding them: the rows equal the merge of the same batches without heartbeats.
+TEST(merge_of_live_inputs_with_heartbeats_equals_the_plain_merge) {
+  std::mt19937_64 rng(99);
+  auto sch = fixtures::time_string_schema();
+  for (int round = 0; round < 300; ++round) {
+    const size_t k = 2 + rng() % 3;
+    std::vector<std::vector<Batch>> batches(k);
+    for (size_t i = 0; i < k; ++i) {
+      int64_t t = 0;
+      for (size_t b = 0, n = rng() % 6; b < n; ++b) {
+        std::vector<int64_t> times;
+        std::vector<std::string> strings;
+        for (size_t r = 0, m = 1 + rng() % 4; r < m; ++r) {
+          t += static_cast<int64_t>(rng() % 4);
+          times.push_back(t);
+          strings.push_back(std::to_string(i));
+        }
+        batches[i].push_back(fixtures::time_string_batch(sch, times, strings));
+      }
+    }
+    std::vector<std::unique_ptr<BatchSource>> plain;
+    for (size_t i = 0; i < k; ++i) plain.push_back(std::make_unique<fixtures::ListSource>(sch, batches[i]));
+    const std::vector<Row> expected = drain(*gate::make_merge(std::move(plain), {"t", 64}));
+    std::vector<fixtures::LiveSource*> live;
+    std::vector<std::unique_ptr<BatchSource>> sources;
+    for (size_t i = 0; i < k; ++i) {
+      auto s = std::make_unique<fixtures::LiveSource>(sch);
+      live.push_back(s.get());
+      sources.push_back(std::move(s));
+    }
+    auto merged = gate::make_merge(std::move(sources), {"t", 64});
+    std::thread producer([&, seed = rng()] {
+      std::mt19937_64 r(seed);
+      std::vector<size_t> next(k, 0);
+      std::vector<int64_t> floor(k, 0);
+      for (;;) {
+        std::vector<size_t> open;
+        for (size_t i = 0; i < k; ++i)
+          if (next[i] < batches[i].size()) open.push_back(i);
+        if (open.empty()) break;
+        const size_t i = open[r() % open.size()];
+        const Batch& b = batches[i][next[i]++];
+        const int64_t first = b.column(0).typed<int64_t>()[0];
+        if (r() % 2 == 0 && first > floor[i]) {
+          floor[i] += 1 + static_cast<int64_t>(r() % static_cast<uint64_t>(first - floor[i]));
+          live[i]->heartbeat(floor[i]);
+        }
+        floor[i] = std::max(floor[i], b.column(0).typed<int64_t>()[b.num_rows() - 1]);
+        live[i]->push(b);
+      }
+      for (size_t i = 0; i < k; ++i) live[i]->close();
+    });
+    const std::vector<Row> got = drain(*merged);
+    producer.join();
+    REQUIRE(got == expected);
+  }
 }

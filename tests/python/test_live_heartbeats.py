@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -348,3 +349,24 @@ def test_heartbeats_close_a_pipelines_windows_and_sessions_while_inputs_are_open
     whole = WINDOWED[consumer](po.Pipeline(tables, time="t"))
     expected = whole.run(threads=1).to_arrow()
     assert (out.to_pylist() if out is not None else []) == expected.to_pylist()
+
+
+def test_a_row_that_moves_no_watermark_does_not_hold_the_other_inputs_back():
+    """With lateness=, a pushed row inside the bound and behind the latest releases nothing and
+    moves nothing: its input must not look ready, or the engine waits on its producer while the
+    other input's progress, which frees rows, sits unread. The sleeps only order the events as the
+    fault needed them (the engine takes the first pushes, then polls input 0 holding that row)."""
+    a, b = po.LiveInput(SCHEMA), po.LiveInput(SCHEMA)
+    result = po.Pipeline([a, b], time="t", lateness=5).filter(col("v") > -1000).run(threads=2)
+    reader = Reader(result)
+    b.heartbeat(0)
+    a.push(batch_of(np.array([5, 12]), 0, 0))  # watermark 7: row 5 leaves the buffer, 12 is held
+    time.sleep(0.3)  # the engine sends row 5 on, then waits on input 1, the least floor (0)
+    a.push(batch_of(np.array([9]), 0, 2))      # inside the bound, behind 12: nothing moves
+    b.heartbeat(3)   # the engine turns back to input 0, which must not look ready
+    time.sleep(0.3)
+    b.push(batch_of(np.array([20]), 1, 3))     # watermark 15: input 0's row 5 is ready
+    reader.wait_for(1, "input 0's row 5 once input 1's watermark passed it")
+    a.close()
+    b.close()
+    assert reader.join().column("t").to_pylist() == [5, 9, 12, 20]
