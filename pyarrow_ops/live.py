@@ -14,6 +14,7 @@ from pyarrow_ops import _engine
 from pyarrow_ops.idle import IdleInputs
 from pyarrow_ops.idle import watch as idle_watch
 from pyarrow_ops.io import conform
+from pyarrow_ops.retention import times_of
 from pyarrow_ops.windows import time_value
 
 
@@ -52,8 +53,8 @@ class LiveInput:
         self._closed = False
         self._pushed = 0
         self._label = "live input"  # "live input 2" once a Pipeline takes it as its input 2
-        self._time_type: pa.DataType | None = None  # the time column's, once something reads it
-        self._time_index: int | None = None
+        self._time: str | None = None  # the time column, once something reads it
+        self._time_type: pa.DataType | None = None
         self._heartbeat: int | None = None  # the latest promise
         self._last: int | None = None  # the time of the last row pushed (once the time column is known)
         self._group: IdleGroup | None = None  # with idle_timeout: the live inputs of its pipeline source
@@ -67,8 +68,7 @@ class LiveInput:
         # given as datetimes convert to the time column's type.
         self._label = label
         if time is not None and time in self.schema.names:
-            self._time_type = self.schema.field(time).type
-            self._time_index = self.schema.get_field_index(time)
+            self._time, self._time_type = time, self.schema.field(time).type
 
     def _refuse_if_closed(self, call: str) -> None:
         if self._closed:
@@ -95,10 +95,10 @@ class LiveInput:
                 self._pushed += 1
                 if b.num_rows == 0:
                     continue  # nothing to say: queued, it would make the engine wait for the next item
-                if self._time_index is not None:
-                    last = b.column(self._time_index).slice(b.num_rows - 1)
-                    if last.null_count == 0:  # a null time fails the run where the engine reads it
-                        self._last = last.cast(pa.int32() if pa.types.is_date32(last.type) else pa.int64())[0].as_py()
+                if self._time is not None:
+                    last = times_of(b.slice(b.num_rows - 1), self._time)[0].as_py()
+                    if last is not None:  # a null time fails the run where the engine reads it
+                        self._last = last
                 self._queue.put(b)
 
     def heartbeat(self, time: Any) -> None:

@@ -343,9 +343,7 @@ Output* Pipeline::prepare(const std::vector<Edge>& consumers, const std::vector<
       w->entry_ns.store(entry_ns, std::memory_order_relaxed);
       if (timed) {
         // A source is sorted: nothing after this morsel is earlier than its last time.
-        const Column& t = w->batch.column(time_col);
-        w->bound = batch.schema()->fields[time_col].type.byte_width() == 8 ? t.typed<int64_t>()[len - 1]
-                                                                              : t.typed<int32_t>()[len - 1];
+        w->bound = time_at(w->batch, time_col, len - 1);
       } else if (start + len == rows) {
         w->bound = bound;
       }
@@ -487,101 +485,6 @@ void Pipeline::close_output(size_t output) {
   std::lock_guard lock(out_mutex_);
   results_[output].closed = true;
   out_cv_.notify_all();
-}
-
-void Pipeline::ingress_main() {
-  try {
-    for (;;) {
-      // Back-pressure: wait while too many morsels are alive.
-      while (inflight_.load(std::memory_order_relaxed) >= static_cast<int64_t>(max_inflight_)) {
-        if (stop_.load(std::memory_order_relaxed)) return;
-        // The consumer frees room without a wake-up: poll, woken early by the workers' progress.
-        work_.wait(work_.value(), std::chrono::microseconds(100));
-      }
-      if (stop_.load(std::memory_order_relaxed)) return;
-      if (!ingress_step()) break;
-    }
-    wake();
-  } catch (...) {
-    fail(std::current_exception());
-  }
-}
-
-namespace {
-int64_t time_at(const Batch& b, size_t column, int64_t row) {
-  const Column& t = b.column(column);
-  return b.schema()->fields[column].type.byte_width() == 8 ? t.typed<int64_t>()[row] : t.typed<int32_t>()[row];
-}
-int64_t last_time(const Batch& b, size_t column) { return time_at(b, column, b.num_rows() - 1); }
-// The time of a source's pending batch's first row (0 for a source without a time column).
-int64_t first_time(const SourceState& s) { return s.time_index ? time_at(*s.pending, *s.time_index, 0) : 0; }
-}  // namespace
-
-bool Pipeline::ingress_step() {
-  // Every source holds its next batch; the one that starts earliest goes first, so sources
-  // advance together in time and a union or join of two of them never waits long on one. A source
-  // whose producer has nothing yet (a live input: BatchSource::ready) is pulled only when no batch
-  // is held and it is the one the others wait for, the least floor (its last time or heartbeat):
-  // a union releases rows by how far every input got, so while another source has something to
-  // give, waiting on a quiet one would hold that back.
-  bool ended_now = false;
-  auto pull = [&](SourceState& s) {
-    while (!s.ended && !s.pending) {
-      std::optional<Batch> b = s.source->next();
-      if (!b) {
-        s.ended = true;
-        ended_now = true;
-        for (const Edge& e : s.consumers) close_port(e);
-        for (size_t o : s.outputs) close_output(o);
-        s.source.reset();  // released once its end is published, so the release holds nothing back
-      } else if (b->num_rows() > 0) {
-        s.pending = std::move(*b);
-      } else if (const int64_t bound = s.source->bound(); bound > s.floor) {
-        // A heartbeat: a pulse to the consumers waiting on this stream's progress.
-        s.floor = bound;
-        link(s.consumers, {}, prepare(s.consumers, {}, std::move(*b), 0, bound, nullptr));
-        return;
-      }
-    }
-  };
-  SourceState* next = nullptr;
-  int64_t next_time = 0;
-  SourceState* least = nullptr;  // of the open sources holding nothing, the least floor
-  for (auto& src : sources_) {
-    SourceState& s = *src;
-    if (!s.ended && !s.pending && s.source->ready()) pull(s);
-    if (s.pending) {
-      const int64_t first = first_time(s);
-      if (next == nullptr || first < next_time) {
-        next = &s;
-        next_time = first;
-      }
-    } else if (!s.ended && (least == nullptr || s.floor < least->floor)) {
-      least = &s;
-    }
-  }
-  if (next == nullptr) {
-    if (least == nullptr) return ended_now;  // every source has ended (false once that is old news)
-    pull(*least);  // may wait for its producer: nothing else can go on meanwhile
-    return true;
-  }
-  send(*next);
-  return true;
-}
-
-void Pipeline::send(SourceState& s) {
-  Batch b = std::move(*s.pending);
-  s.pending.reset();
-  const int64_t before = tuples_in_.fetch_add(b.num_rows(), std::memory_order_relaxed);
-  if (options_.rate > 0) {
-    // Release the batch when its first tuple is due at the given rate.
-    const auto due = start_ + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(before) * 1e9 / options_.rate));
-    while (std::chrono::steady_clock::now() < due && !stop_.load(std::memory_order_relaxed)) {
-      std::this_thread::sleep_until(std::min(due, std::chrono::steady_clock::now() + std::chrono::milliseconds(5)));
-    }
-  }
-  if (s.time_index) s.floor = std::max(s.floor, last_time(b, *s.time_index));
-  link(s.consumers, s.outputs, prepare(s.consumers, s.outputs, std::move(b), 0, INT64_MIN, &s));
 }
 
 // Runs operator i's finish() once its input is complete and every output has left; links what
