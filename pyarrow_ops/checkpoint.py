@@ -44,9 +44,11 @@ import pyarrow as pa
 from pyarrow_ops.errors import PyArrowOpsError
 
 FORMAT = "pyarrow-ops checkpoint"
-VERSION = 1
-"""The snapshot format this version writes and reads. A snapshot of another version is refused
-(an older one would need a reader we have not written; none exists yet: 1 is the first)."""
+VERSION = 2
+"""The snapshot format this version writes. 2 added a live aggregation's window states
+(``states.arrow``); a version-1 snapshot (its open windows as rows alone) restores as it did."""
+READS = (1, 2)
+"""The versions this version reads; a snapshot of another is refused, naming both."""
 KINDS = ("live_aggregate", "pipeline", "graph")
 _MANIFEST = "manifest.json"
 
@@ -136,10 +138,10 @@ class Snapshot:
             raise CheckpointError(f"{manifest} is corrupted: its contents do not match its SHA-256; nothing was restored")
         if body.get("format") != FORMAT:
             raise CheckpointError(f"{self.path} is not a pyarrow-ops checkpoint (format {body.get('format')!r})")
-        if body.get("version") != VERSION:
+        if body.get("version") not in READS:
             raise CheckpointError(
-                f"{self.path} has checkpoint format version {body.get('version')!r}; this pyarrow-ops reads version "
-                f"{VERSION} only. Restore it with the pyarrow-ops that wrote it, or start the run again")
+                f"{self.path} has checkpoint format version {body.get('version')!r}; this pyarrow-ops reads versions "
+                f"{', '.join(map(str, READS))}. Restore it with the pyarrow-ops that wrote it, or start the run again")
         if body.get("kind") not in KINDS:
             raise CheckpointError(f"{manifest} names an unknown kind of run {body.get('kind')!r}")
         self._data: dict[str, bytes] = {}
@@ -158,6 +160,9 @@ class Snapshot:
         self.query: dict[str, Any] = body["query"]
         self.state: dict[str, Any] = body["state"]
         self.created: str = body["created"]
+
+    def has(self, name: str) -> bool:
+        return f"{name}.arrow" in self._data
 
     def table(self, name: str) -> pa.Table:
         return pa.ipc.open_file(pa.py_buffer(self._data[f"{name}.arrow"])).read_all()

@@ -89,22 +89,57 @@ class Left:
         return {"rows": self.rows, "end": self.end, "at_end": self.at_end, "whole": self.whole}
 
 
+CLOSED = 2**63
+"""The promise of a closed input: above every time (no row will come)."""
+
+
 class InputLog:
     """One input's retained rows (under that input's lock): the rows handed to the engine, in
-    order, whose batches end at or after the floor; with lateness, the rows given to its buffer
-    whose batches reach above its watermark."""
+    order, whose batches end at or after the floor and that are not folded into the window
+    states yet; with lateness, the rows given to its buffer whose batches reach above its
+    watermark. And its promise: the least time a row it hands the engine from now on may have
+    (its last sent row's, heartbeat's or, with lateness, watermark's; ``CLOSED``), None before any."""
 
     def __init__(self, time: str) -> None:
         self._time = time
-        self.sent: deque[tuple[pa.RecordBatch, int]] = deque()  # (batch, its last time): in time order
+        # (batch, its last time, the position of its first row among the rows sent): in time order
+        self.sent: deque[tuple[pa.RecordBatch, int, int]] = deque()
         self.taken: deque[tuple[pa.RecordBatch, int]] = deque()  # (batch, its greatest time): any order
+        self.rows = 0       # rows in `sent`
+        self.position = 0   # rows ever sent
+        self.promise: int | None = None
+
+    def promise_at_least(self, time: int | None) -> None:
+        if time is not None and (self.promise is None or time > self.promise):
+            self.promise = time
 
     def add_sent(self, batch: pa.RecordBatch, floor: int | None) -> None:
         if batch.num_rows:
-            self.sent.append((batch, times_of(batch, self._time)[-1].as_py()))
+            last = times_of(batch, self._time)[-1].as_py()
+            self.sent.append((batch, last, self.position))
+            self.rows += batch.num_rows
+            self.position += batch.num_rows
+            self.promise_at_least(last)
         if floor is not None:
             while self.sent and self.sent[0][1] < floor:
-                self.sent.popleft()
+                self.rows -= self.sent.popleft()[0].num_rows
+
+    def take_before(self, below: int) -> list[tuple[pa.RecordBatch, int]]:
+        """Removes and returns the sent rows with times below ``below`` (a prefix: they are in
+        time order), as (rows, position of the first): for the window states."""
+        out = []
+        while self.sent and self.sent[0][1] < below:
+            batch, _, first = self.sent.popleft()
+            out.append((batch, first))
+            self.rows -= batch.num_rows
+        if self.sent:
+            batch, last, first = self.sent[0]
+            cut = pc.sum(pc.less(times_of(batch, self._time), below)).as_py() or 0
+            if cut:
+                out.append((batch.slice(0, cut), first))
+                self.sent[0] = (batch.slice(cut), last, first + cut)
+                self.rows -= cut
+        return out
 
     def add_taken(self, batch: pa.RecordBatch, watermark: int) -> None:
         if batch.num_rows:
@@ -116,7 +151,7 @@ class InputLog:
         """The rows handed to the engine at or after ``floor``, in order: views of the kept
         batches (they are in time order, so only the first ones need cutting), no copy."""
         batches = []
-        for batch, last in self.sent:
+        for batch, last, _ in self.sent:
             if floor is not None and last < floor:
                 continue
             if floor is not None and not batches:

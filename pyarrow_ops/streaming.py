@@ -24,9 +24,13 @@ from pyarrow_ops.idle import IdleInputs, timeout_seconds
 from pyarrow_ops.idle import watch as idle_watch
 from pyarrow_ops.io import conform
 from pyarrow_ops.lateness import Late, LateLog, Lateness, bounds
-from pyarrow_ops.retention import InputLog, Left, times_of
+from pyarrow_ops.retention import CLOSED, InputLog, Left, times_of
 from pyarrow_ops.sink import FileSink
 from pyarrow_ops.windows import Session, Window, time_value
+
+
+COMPACT_ROWS = 1 << 20
+"""Rows the logs of a checkpointable run hold before their oldest are folded into window states."""
 
 
 def _latest_time(batch: Any, time: str) -> int | None:
@@ -135,6 +139,13 @@ class LiveAggregate:
         self._positions = [0] * inputs  # rows each input has given
         self._replay_errors: list[BaseException | None] = [None] * inputs  # a restore's, per input
         self._logs = [InputLog(time) for _ in range(inputs)] if checkpointable else None
+        # The window states (engine/window/window_states.h): the logs' rows older than every
+        # input's promise, folded per (window, key) once the logs hold more than _compact_rows
+        # rows, so that memory and snapshots are the size of the open windows' keys. Lock order:
+        # self._compacting, then the state locks, then self._left.lock.
+        self._states = _engine.WindowStates(schema.__arrow_c_schema__(), options) if checkpointable else None
+        self._compacting = threading.Lock()
+        self._compact_rows = COMPACT_ROWS
         self._window = None if isinstance(window, Session) else window.resolve(self._time_type)  # size, advance, offset
         self._batch_size = batch_size
         self._left = Left()
@@ -184,6 +195,7 @@ class LiveAggregate:
                     self._logs[input].add_sent(batch, floor)
                 if taken is not None:
                     self._logs[input].add_taken(pa.record_batch(taken), buffer.watermark)
+                self._logs[input].promise_at_least(CLOSED if final else buffer.watermark)
             self._positions[input] += rows
             watermark = None if final else buffer.watermark
         self._forward(input, released, watermark)
@@ -199,6 +211,9 @@ class LiveAggregate:
     def _promise(self, input: int, value: int) -> None:
         # Under self._locks[input]: a heartbeat at `value`.
         if self._lateness is None:
+            if self._logs is not None:
+                with self._state[input]:
+                    self._logs[input].promise_at_least(value)
             self._handle.heartbeat(input, value)
             self._floors[input] = value if self._floors[input] is None else max(self._floors[input], value)
         else:
@@ -239,11 +254,42 @@ class LiveAggregate:
             rows = self._push(input, batch, schema_capsule, array_capsule)
         finally:
             self._spoke(input)
+        if self._states is not None and sum(log.rows for log in self._logs) > self._compact_rows:  # type: ignore[union-attr]
+            self._compact()
         if self._periodic.every is not None:
             with self._counting:
                 due = self._periodic.add(rows)
             if due:
                 self._checkpoint_if_due()
+
+    def _compact(self) -> None:
+        # Folds the logs' rows older than every input's promise into the window states (they
+        # precede, in the merged order, every row still to come: window_states.h). The rows leave
+        # the logs under the state locks; the folding, outside them, holds self._compacting,
+        # which a checkpoint takes first, so a snapshot never sees rows in neither place.
+        if not self._compacting.acquire(blocking=False):
+            return  # another thread is folding, or a checkpoint is being taken
+        try:
+            assert self._logs is not None and self._states is not None
+            for lock in self._state:
+                lock.acquire()
+            try:
+                promises = [log.promise for log in self._logs]
+                if None in promises:
+                    return  # an input that has promised nothing may still send any time
+                below = min(promises)  # type: ignore[type-var]
+                taken = [log.take_before(below) for log in self._logs]
+            finally:
+                for lock in self._state:
+                    lock.release()
+            for i, parts in enumerate(taken):
+                for batch, first in parts:
+                    self._states.add(i, first, *batch.__arrow_c_array__())
+            end = self._left.end  # only grows: a stale value forgets less
+            if end is not None:
+                self._states.forget_before(end)
+        finally:
+            self._compacting.release()
 
     def _push(self, input: int, batch: Any, schema_capsule: Any, array_capsule: Any) -> int:
         with self._locks[input]:
@@ -289,6 +335,9 @@ class LiveAggregate:
                 self._refuse_if_closed(input, "close")
                 if self._lateness is not None:
                     self._through(input, self._lateness[input].finish, final=True)
+                elif self._logs is not None:
+                    with self._state[input]:
+                        self._logs[input].promise_at_least(CLOSED)
                 self._handle.close(input)
                 self._closed[input] = True
         finally:
@@ -417,8 +466,9 @@ class LiveAggregate:
             self._checkpointing.release()
 
     def _checkpoint(self, path: str | os.PathLike[str] | None) -> Path:
-        assert self._logs is not None
+        assert self._logs is not None and self._states is not None
         tables: dict[str, pa.Table] = {"schema": self.schema.empty_table()}
+        self._compacting.acquire()  # no rows between the logs and the states meanwhile
         for lock in self._state:
             lock.acquire()
         try:
@@ -438,9 +488,12 @@ class LiveAggregate:
                 if self._lateness is not None:
                     tables[f"held-{i}"] = log.held_rows(self.schema, self._lateness[i].watermark)
             late = self._result.late
+            states = pa.record_batch(self._states.save(-(2**63) if state["left"]["end"] is None else state["left"]["end"]))
+            tables["states"] = pa.Table.from_batches([states])
         finally:
             for lock in self._state:
                 lock.release()
+            self._compacting.release()
         if late is not None:
             tables["late"] = late
         state["idle"] = self._idle.periods() if self._idle is not None else []
@@ -467,13 +520,18 @@ class LiveAggregate:
         assert live._logs is not None
         live._left = Left(**st["left"], skip=True)
         for log in live._result._late_logs:
-            log.resume(st["late_counts"], snapshot.table("late") if "late.arrow" in snapshot._data else None)
+            log.resume(st["late_counts"], snapshot.table("late") if snapshot.has("late") else None)
         live._positions = list(st["positions"])
         live._closed = list(st["closed"])  # now: a producer asks before its input's replay ends
         if live._idle is not None:
             live._idle.resume(st["idle"])
         if st["sink"] is not None:
             live._resume_sink = (st["sink"], snapshot.table("pending"))
+        if snapshot.has("states"):  # version 2: the rows folded into window states; before any push
+            assert live._states is not None
+            for batch in snapshot.table("states").to_batches():
+                live._handle.load_states(*batch.__arrow_c_array__())
+                live._states.load(*batch.__arrow_c_array__())
         # Each input's state is rebuilt here, before anything else runs: its logs, its lateness
         # buffer, its position (a checkpoint taken while the rows go back in sees them whole). The
         # engine calls that give the rows back go on a thread per input, holding the input's
@@ -501,6 +559,9 @@ class LiveAggregate:
         if floor is not None and (last is None or floor >= last):
             calls.append(("heartbeat", floor))
         self._floors[i] = floor
+        self._logs[i].promise_at_least(floor)
+        if st["closed"][i]:
+            self._logs[i].promise_at_least(CLOSED)
         if self._lateness is not None:
             held, buffer, watermark = snapshot.table(f"held-{i}"), self._lateness[i], st["watermarks"][i]
             buffer.resume_at(st["positions"][i] - held.num_rows)
@@ -512,6 +573,7 @@ class LiveAggregate:
             if watermark > -(2**63) and watermark != floor:
                 calls.append(("heartbeat", watermark))
                 self._floors[i] = watermark
+            self._logs[i].promise_at_least(watermark)
         if st["closed"][i]:
             calls.append(("close",))
         return calls

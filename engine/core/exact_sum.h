@@ -109,10 +109,14 @@ class WideSum {
   void add(const WideSum& o) noexcept;
   double round() const noexcept;                  // correctly rounded (beyond the range: infinity)
 
- private:
   // Two's complement, least significant limb first; bit i weighs 2^(i - 1074). 2^63 terms below
-  // 2^1024 stay below 2^1087, so 1074 + 1087 bits and a sign bit fit in 34 limbs.
+  // 2^1024 stay below 2^1087, so 1074 + 1087 bits and a sign bit fit in 34 limbs. Read and set
+  // whole by a saved window state (window/aggregates.h, AggStates::save).
   static constexpr int kLimbs = 34;
+  const std::array<uint64_t, kLimbs>& limbs() const noexcept { return limbs_; }
+  void set_limbs(const std::array<uint64_t, kLimbs>& limbs) noexcept { limbs_ = limbs; }
+
+ private:
   void add_at(unsigned __int128 magnitude, bool negative, int bit) noexcept;
   std::array<uint64_t, kLimbs> limbs_{};
 };

@@ -97,6 +97,11 @@ class MultiwayAggregate : public BatchSource {
   void push(uint32_t input, const Batch& batch);
   void heartbeat(uint32_t input, int64_t time);
   void close(uint32_t input);
+  // Push form, a restore: the window states the run starts from (WindowOutput::load_states),
+  // before any push, heartbeat, close or next(). The caller orders those after this call (the
+  // output thread reads the states when it emits; the pushes that let it emit happen after).
+  // Session windows keep no such states (kUsage).
+  void load_states(const Batch& states);
   // Stops the run: producers and the output thread return, queued data is released.
   void cancel();
   // cancel(), then waits for the producer threads to return (at most `timeout`, if given) and

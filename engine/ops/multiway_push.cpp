@@ -18,6 +18,11 @@ namespace {
 constexpr int64_t kPushChunk = 4096;
 }  // namespace
 
+void MultiwayAggregate::load_states(const Batch& states) {
+  if (sessions_) throw Error(ErrorKind::kUsage, "session windows keep no window states to load");
+  out_->load_states(states);
+}
+
 void MultiwayAggregate::push(uint32_t input, const Batch& batch) {
   if (input >= inputs_) {
     throw Error(ErrorKind::kUsage, "input " + std::to_string(input) + " does not exist; the aggregate has " +

@@ -17,6 +17,7 @@
 #include "gate/merge.h"
 #include "gate/times.h"
 #include "ops/multiway.h"
+#include "window/window_states.h"
 #include "python/capsules.h"
 #include "python/errors.h"
 #include "python/expr_binding.h"
@@ -53,6 +54,12 @@ nb::list handles(std::vector<Batch>& batches) {
   nb::list out;
   for (Batch& b : batches) out.append(BatchHandle{std::move(b)});
   return out;
+}
+
+// A batch handed over as a pair of Arrow C capsules; `what` names it in errors.
+Batch import_capsules(nb::capsule schema, nb::capsule array, const std::string& what) {
+  auto sch = std::make_shared<const Schema>(arrow::import_schema(*from_capsule<ArrowSchema>(schema, "arrow_schema")));
+  return arrow::import_batch(from_capsule<ArrowArray>(array, "arrow_array"), sch, what);
 }
 
 // The handle Python keeps for pushing and for statistics; the result stream shares the operator.
@@ -205,13 +212,15 @@ NB_MODULE(_engine, m) {
   nb::class_<Aggregation>(m, "Aggregation")
       .def("push",
            [](Aggregation& a, uint32_t input, nb::capsule schema, nb::capsule array) {
-             auto sch = std::make_shared<const Schema>(
-                 arrow::import_schema(*from_capsule<ArrowSchema>(schema, "arrow_schema")));
-             Batch b = arrow::import_batch(from_capsule<ArrowArray>(array, "arrow_array"), sch,
-                                           "a batch pushed to input " + std::to_string(input));
+             Batch b = import_capsules(schema, array, "a batch pushed to input " + std::to_string(input));
              without_gil([&] { a.op->push(input, b); });
            },
            "input"_a, "schema"_a, "array"_a)
+      .def("load_states",
+           [](Aggregation& a, nb::capsule schema, nb::capsule array) {
+             a.op->load_states(import_capsules(schema, array, "the saved window states"));
+           },
+           "schema"_a, "array"_a, "A restore, before any push: the window states the run starts from.")
       .def("heartbeat",
            [](Aggregation& a, uint32_t input, int64_t time) {
              without_gil([&] { a.op->heartbeat(input, time); });
@@ -241,6 +250,31 @@ NB_MODULE(_engine, m) {
         d["peak_live_arenas"] = a.op->peak_live_arenas();  // None for designs without a T-Gate
         return d;
       });
+
+  nb::class_<window::WindowStates>(m, "WindowStates")
+      .def("__init__",
+           [](window::WindowStates* self, nb::capsule schema, const ops::MultiwayOptions& options) {
+             new (self) window::WindowStates(arrow::import_schema(*from_capsule<ArrowSchema>(schema, "arrow_schema")),
+                                             options.query);
+           },
+           "schema"_a, "options"_a)
+      .def("add",
+           [](window::WindowStates& w, uint32_t input, uint64_t first_position, nb::capsule schema, nb::capsule array) {
+             Batch b = import_capsules(schema, array, "rows of input " + std::to_string(input));
+             without_gil([&] { w.add(b, input, first_position); });
+           },
+           "input"_a, "first_position"_a, "schema"_a, "array"_a,
+           "Folds rows of `input` (the first at `first_position`) into their windows' states.")
+      .def("forget_before", &window::WindowStates::forget_before, "end"_a)
+      .def("save", [](window::WindowStates& w, int64_t from_end) { return BatchHandle{w.save_states(from_end)}; },
+           "from_end"_a, "The states of the windows ending at or after `from_end`.")
+      .def("load",
+           [](window::WindowStates& w, nb::capsule schema, nb::capsule array) {
+             w.load_states(import_capsules(schema, array, "the saved window states"));
+           },
+           "schema"_a, "array"_a)
+      .def_prop_ro("windows", &window::WindowStates::windows)
+      .def_prop_ro("entries", &window::WindowStates::entries);
 
   m.def(
       "aggregate",

@@ -1,5 +1,6 @@
 #include "window/aggregates.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstring>
 
@@ -428,6 +429,148 @@ void AggStates::merge_all(const AggStates& from, const uint32_t* to, size_t n) {
       break;
   }
   for (size_t i = 0; i < n; ++i) merge(to[i], from, static_cast<uint32_t>(i));
+}
+
+namespace {
+
+// Reads the fields of a saved state (AggStates::save) one by one; any fault throws, naming `what`.
+class StateText {
+ public:
+  StateText(std::string_view text, const std::string& what) : rest_(text), what_(what) {}
+  template <class T>
+  T number() {
+    const size_t end = std::min(rest_.find(' '), rest_.size());
+    T v{};
+    const auto [p, ec] = std::from_chars(rest_.data(), rest_.data() + end, v);
+    if (ec != std::errc() || p != rest_.data() + end) fail();
+    rest_.remove_prefix(std::min(end + 1, rest_.size()));
+    return v;
+  }
+  __int128 wide() {
+    const auto hi = number<int64_t>();
+    const auto lo = number<uint64_t>();
+    return static_cast<__int128>((static_cast<unsigned __int128>(static_cast<uint64_t>(hi)) << 64) | lo);
+  }
+  bool word(std::string_view w) {
+    if (rest_.substr(0, w.size()) != w || (rest_.size() > w.size() && rest_[w.size()] != ' ')) return false;
+    rest_.remove_prefix(std::min(w.size() + 1, rest_.size()));
+    return true;
+  }
+  std::string_view rest() const noexcept { return rest_; }
+  void done() const {
+    if (!rest_.empty()) fail();
+  }
+  [[noreturn]] void fail() const {
+    throw Error(ErrorKind::kInvalidInput, "a saved window state of " + what_ + " is malformed near '" +
+                                              std::string(rest_.substr(0, 40)) + "'");
+  }
+
+ private:
+  std::string_view rest_;
+  const std::string& what_;
+};
+
+void put(std::string& out, auto v) { out += ' ' + std::to_string(v); }
+void put_wide(std::string& out, __int128 v) {
+  put(out, static_cast<int64_t>(v >> 64));
+  put(out, static_cast<uint64_t>(v));
+}
+
+}  // namespace
+
+std::string AggStates::save(uint32_t slot) const {
+  const Cell& c = cells_[slot];
+  std::string out = std::to_string(c.n);
+  if (c.n == 0 && kind_ != AggKind::kCount) return out;
+  switch (kind_) {
+    case AggKind::kCount:
+      return out;
+    case AggKind::kSum:
+    case AggKind::kMean:
+      if (domain_ == Domain::kFloat) {
+        put(out, static_cast<unsigned>(c.sum.special));
+        if (c.wide != 0) {
+          out += " w";
+          for (uint64_t limb : wide_[c.wide - 1].limbs()) put(out, limb);
+        } else {
+          put_wide(out, c.sum.m);
+          put(out, c.sum.scale);
+        }
+      } else if (kind_ == AggKind::kSum) {
+        put(out, c.u);
+      } else {
+        put_wide(out, c.isum);
+      }
+      return out;
+    case AggKind::kMin:
+    case AggKind::kMax:
+      put(out, c.u);
+      return out;
+    case AggKind::kFirst:
+    case AggKind::kLast:
+      put(out, static_cast<unsigned>(c.valid));
+      put(out, c.u);
+      if (domain_ == Domain::kString) (out += ' ') += strings_[slot];
+      return out;
+  }
+  return out;
+}
+
+void AggStates::load(uint32_t slot, std::string_view text, const std::string& what) {
+  reset(slot);
+  Cell& c = cells_[slot];
+  StateText in(text, what);
+  c.n = in.number<int64_t>();
+  if (c.n < 0 || (order_sensitive(kind_) && c.n > 1)) in.fail();
+  if (c.n == 0 || kind_ == AggKind::kCount) return in.done();
+  switch (kind_) {
+    case AggKind::kCount:
+      break;
+    case AggKind::kSum:
+    case AggKind::kMean:
+      if (domain_ == Domain::kFloat) {
+        const auto special = in.number<unsigned>();
+        if (special > 7) in.fail();
+        if (in.word("w")) {
+          std::array<uint64_t, WideSum::kLimbs> limbs;
+          for (uint64_t& limb : limbs) limb = in.number<uint64_t>();
+          wide_of(slot).set_limbs(limbs);
+        } else {
+          c.sum.m = in.wide();
+          c.sum.scale = in.number<int32_t>();
+          if (!ExactSum::fits(c.sum.m) || c.sum.scale < -1074) in.fail();
+        }
+        c.sum.special = static_cast<uint8_t>(special);
+      } else if (kind_ == AggKind::kSum) {
+        c.u = in.number<uint64_t>();
+      } else {
+        c.isum = in.wide();
+      }
+      return in.done();
+    case AggKind::kMin:
+    case AggKind::kMax:
+      c.u = in.number<uint64_t>();
+      return in.done();
+    case AggKind::kFirst:
+    case AggKind::kLast: {
+      const auto valid = in.number<unsigned>();
+      if (valid > 1) in.fail();
+      c.valid = valid != 0;
+      c.at = OrderKey{INT64_MIN, 0};  // the least: every later tuple comes after it
+      if (domain_ == Domain::kString) {
+        // The string is what follows the bits' space (possibly nothing, or spaces).
+        const std::string_view rest = in.rest();
+        const size_t space = rest.find(' ');
+        StateText bits(rest.substr(0, space), what);
+        c.u = bits.number<uint64_t>();
+        bits.done();
+        strings_[slot].assign(space == std::string_view::npos ? std::string_view{} : rest.substr(space + 1));
+        return;
+      }
+      c.u = in.number<uint64_t>();
+      return in.done();
+    }
+  }
 }
 
 void AggStates::emit(uint32_t slot, ColumnBuilder& out) const {

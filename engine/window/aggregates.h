@@ -80,6 +80,16 @@ class AggStates {
   // Asks for slot `slot`'s state to be brought into the cache (slot < size()): a caller walking
   // slots in a data-dependent order requests a few ahead, so their misses overlap.
   void prefetch(uint32_t slot) const noexcept { __builtin_prefetch(&cells_[slot]); }
+  // A slot's state as text, and back into a fresh slot (a checkpoint's window states,
+  // docs/checkpoints.md, "The format"): space-separated decimal fields, per function
+  //   count: n;  integer sum: n u (the wrapped sum's bits);  integer mean: n hi lo (the 128-bit sum);
+  //   float sum and mean: n flags m_hi m_lo scale (an ExactSum) or n flags w l0 .. l33 (a WideSum);
+  //   min, max: n bits;  first, last: 0, or 1 valid bits[ string] (the string's bytes follow one space).
+  // first and last keep no OrderKey: a loaded state stands for tuples that precede, in the merged
+  // order, every tuple applied after it, so it is loaded with the least key.
+  std::string save(uint32_t slot) const;
+  // Throws kInvalidInput, naming `what`, when `text` is not a state of this function.
+  void load(uint32_t slot, std::string_view text, const std::string& what);
   void emit(uint32_t slot, ColumnBuilder& out) const;
   // emit(slots[i], out) for i < n: one dispatch on the function for a window's rows.
   void emit_each(const uint32_t* slots, size_t n, ColumnBuilder& out) const;

@@ -104,6 +104,11 @@ void WHive::emit(int64_t watermark) {
   if (watermark == INT64_MIN) return;
   std::unique_lock lock(keys_mutex_, std::defer_lock);
   if (mode_ != HiveMode::kSingle) lock.lock();  // keys_ is read to sort and decode
+  emit_windows(watermark);
+  emit_states_through(watermark);  // loaded states of windows no slice reached
+}
+
+void WHive::emit_windows(int64_t watermark) {
   for (;;) {
     if (!next_known_) {
       // Skip the windows with no live slice, but never past one that ends after the watermark:

@@ -128,6 +128,7 @@ class WHive : public WindowOutput {
     bool gap = false;
   };
 
+  void emit_windows(int64_t watermark);  // emit()'s windows, under keys_mutex_ where shared
   void locate(Updater& up, int64_t time) const;
   int64_t min_live_slice() const;
   void release_before(int64_t slice);

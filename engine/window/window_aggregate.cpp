@@ -76,6 +76,7 @@ WindowOutput::WindowOutput(const Schema& input, const AggregateQuery& query, int
     }
   }
   out_schema_ = std::make_shared<const Schema>(std::move(out));
+  input_columns_ = input.fields.size();
   for (const Field& f : out_schema_->fields) builders_.emplace_back(f.type);
   reserve_batch();
 }
@@ -87,6 +88,117 @@ void WindowOutput::read_values(const Batch& batch, int64_t row, std::vector<Valu
 }
 
 void WindowOutput::emit(int64_t k, WindowSet& ws) {
+  if (!states_.empty()) {
+    emit_states_before(k);
+    auto it = states_.find(k);
+    if (it != states_.end()) {  // the loaded state first, then the tuples since (AggStates::merge)
+      WindowSet& loaded = it->second;
+      for (uint32_t s = 0; s < ws.keys.size(); ++s) {
+        const uint32_t to = loaded.slot(ws.keys[s], prototypes_);
+        for (size_t a = 0; a < loaded.aggs.size(); ++a) loaded.aggs[a].merge(to, ws.aggs[a], s);
+      }
+      ws.clear();
+      emit_rows(k, loaded);
+      states_.erase(it);
+      return;
+    }
+  }
+  emit_rows(k, ws);
+}
+
+void WindowOutput::emit_states_before(int64_t k) {
+  while (!states_.empty() && states_.begin()->first < k) {
+    emit_rows(states_.begin()->first, states_.begin()->second);
+    states_.erase(states_.begin());
+  }
+}
+
+void WindowOutput::emit_states_through(int64_t watermark) {
+  while (!states_.empty() && window_.end(states_.begin()->first) <= watermark) {
+    emit_rows(states_.begin()->first, states_.begin()->second);
+    states_.erase(states_.begin());
+  }
+}
+
+std::shared_ptr<const Schema> WindowOutput::states_schema() const {
+  Schema s = *out_schema_;
+  DataType text;
+  text.id = TypeId::kUtf8;
+  for (size_t i = 2 + keys_.columns().size(); i < s.fields.size(); ++i) s.fields[i] = {s.fields[i].name, text, false};
+  return std::make_shared<const Schema>(std::move(s));
+}
+
+namespace {
+
+int64_t time_at(const Column& c, const DataType& type, int64_t row) {
+  return type.byte_width() == 8 ? c.typed<int64_t>()[row] : c.typed<int32_t>()[row];
+}
+
+std::string_view text_at(const Column& c, int64_t row) {
+  const auto* o = c.typed<int32_t>();
+  return {reinterpret_cast<const char*>(c.data) + o[row], static_cast<size_t>(o[row + 1] - o[row])};
+}
+
+}  // namespace
+
+void WindowOutput::load_states(const Batch& states) {
+  const std::shared_ptr<const Schema> want = states_schema();
+  if (auto diff = schema_difference(*want, *states.schema())) {
+    throw Error(ErrorKind::kInvalidInput, "the saved window states do not fit this query: " + *diff);
+  }
+  const size_t nkeys = keys_.columns().size();
+  // The key columns at their places in the input's layout, which the key table reads.
+  std::vector<Column> key_columns(input_columns_);
+  for (size_t i = 0; i < nkeys; ++i) key_columns[keys_.columns()[i]] = states.column(2 + i);
+  const Batch keys(nullptr, states.num_rows(), std::move(key_columns), states.owner());
+  const DataType& time_type = want->fields[0].type;
+  for (int64_t row = 0; row < states.num_rows(); ++row) {
+    const int64_t start = time_at(states.column(0), time_type, row);
+    const int64_t end = time_at(states.column(1), time_type, row);
+    const int64_t k = WindowSpec::floor_div(__int128{start} - window_.offset, window_.advance);
+    const std::string where = "saved window state " + std::to_string(row) + " (window " +
+                              std::to_string(start) + " to " + std::to_string(end) + ")";
+    if (window_.start(k) != start || window_.end(k) != end) {
+      throw Error(ErrorKind::kInvalidInput, where + " is not a window of this query");
+    }
+    const uint32_t key = keys_.id(keys, row);
+    WindowSet& ws = states_[k];
+    if (key < ws.slot_of_key.size() && ws.slot_of_key[key] != WindowSet::kNoSlot) {
+      throw Error(ErrorKind::kInvalidInput, where + " repeats a key of an earlier row");
+    }
+    const uint32_t slot = ws.slot(key, prototypes_);
+    for (size_t a = 0; a < ws.aggs.size(); ++a) {
+      const Field& f = want->fields[2 + nkeys + a];
+      ws.aggs[a].load(slot, text_at(states.column(2 + nkeys + a), row), where + ", aggregate '" + f.name + "'");
+    }
+  }
+}
+
+Batch WindowOutput::save_states(int64_t from_end) {
+  const std::shared_ptr<const Schema> schema = states_schema();
+  std::vector<ColumnBuilder> out;
+  for (const Field& f : schema->fields) out.emplace_back(f.type);
+  std::vector<uint32_t> order;
+  for (auto& [k, ws] : states_) {
+    if (window_.end(k) < from_end || ws.keys.empty()) continue;
+    const int64_t start = window_.start(k);
+    const int64_t end = window_.end(k);
+    const size_t n = ws.keys.size();
+    order.resize(n);
+    for (uint32_t s = 0; s < n; ++s) order[s] = s;
+    keys_.sort(ws.keys.data(), order);
+    out[0].append_repeat(&start, static_cast<int64_t>(n));
+    out[1].append_repeat(&end, static_cast<int64_t>(n));
+    keys_.append_each(ws.keys.data(), order.data(), n, out, 2);
+    const size_t first_agg = 2 + keys_.columns().size();
+    for (size_t a = 0; a < ws.aggs.size(); ++a) {
+      for (uint32_t s : order) out[first_agg + a].append_string(ws.aggs[a].save(s));
+    }
+  }
+  return finish_batch(schema, out);
+}
+
+void WindowOutput::emit_rows(int64_t k, WindowSet& ws) {
   if (ws.keys.empty()) return;
   ++emitted_;
   const int64_t start = window_.start(k);
@@ -206,6 +318,7 @@ void WindowAggregate::advance(int64_t watermark) {
     ++base_k_;
     completed = true;
   }
+  emit_states_through(watermark);
   if (completed) {  // current_ may point at retired sets: the next tuple looks its windows up again
     slice_lo_ = 1;
     slice_hi_ = 0;

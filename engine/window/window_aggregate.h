@@ -3,6 +3,7 @@
 // in the merged order by a single thread (the update and output stages of MQ, MQLF and TuMLSC).
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -111,6 +112,20 @@ class WindowOutput {
     return !ready_.empty() || (flush && !builders_.empty() && builders_[0].size() > 0);
   }
 
+  // Saved window states (a checkpoint's, docs/checkpoints.md): one row per (window, key),
+  // window_start, window_end, the key columns, then one utf8 column per aggregate holding
+  // AggStates::save()'s text. Every tuple a loaded state stands for precedes, in the merged order,
+  // every tuple this store is given afterwards, so a window's loaded state is folded in first
+  // when the window is emitted, and a window with a loaded state and no tuple is emitted too.
+  std::shared_ptr<const Schema> states_schema() const;
+  // Before any tuple: takes the states of `states` (rows of states_schema()). Throws kInvalidInput
+  // for rows that do not fit this query (another schema, a start that is no window's, a
+  // (window, key) given twice, a malformed state).
+  void load_states(const Batch& states);
+  // The loaded states (for WindowStates: those folded in) of the windows ending at or after
+  // `from_end`, windows in start order, keys in output order.
+  Batch save_states(int64_t from_end);
+
  protected:
   // The (key -> states) table of one window or slice, indexed by dense key ids.
   struct WindowSet {
@@ -179,6 +194,13 @@ class WindowOutput {
                      const uint32_t* slots, size_t n, const std::vector<AggStates>& aggs);
   // Reads each aggregate's column at `row` into `out`.
   void read_values(const Batch& batch, int64_t row, std::vector<Value>& out) const;
+  // Emits the loaded states of the windows before window k (emit() calls it), or of the windows
+  // ending at or before `watermark` (a store calls it once it has emitted every window up to it).
+  void emit_states_before(int64_t k);
+  void emit_states_through(int64_t watermark);
+
+  // Loaded states by window k (load_states); WindowStates folds tuples into them too.
+  std::map<int64_t, WindowSet> states_;
 
   WindowSpec window_;
   int64_t batch_size_;
@@ -189,6 +211,9 @@ class WindowOutput {
   void cut_batch();
   void reserve_batch();
 
+  void emit_rows(int64_t k, WindowSet& ws);
+
+  size_t input_columns_;  // the input schema's, for a key batch of its layout (load_states)
   std::shared_ptr<const Schema> out_schema_;
   std::vector<uint32_t> order_;
   std::vector<ColumnBuilder> builders_;

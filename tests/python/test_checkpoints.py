@@ -38,6 +38,7 @@ class Case:
     schedule: list[int]                  # which input pushes its next batch, in order
     batch_size: int                      # of the output: small ones split a window set's rows
     pause_after: int | None              # the consumer stops after about so many rows, for the snapshot
+    compact_rows: int                    # rows the logs hold before they are folded into window states
 
     def live(self, **kw) -> po.LiveAggregate:
         return po.live_aggregate(SCHEMA, len(self.batches), time="t", key="k", window=self.window, aggs=AGGS,
@@ -74,7 +75,8 @@ def make_case(seed: int) -> Case:
     rng.shuffle(schedule)
     return Case(seed, window, LIVE_DESIGNS[int(rng.integers(0, len(LIVE_DESIGNS)))], lateness, late, batches,
                 [int(i) for i in schedule], int(rng.choice([1, 2, 3, 65536])),
-                None if rng.random() < 0.5 else int(rng.integers(0, 200)))
+                None if rng.random() < 0.5 else int(rng.integers(0, 200)),
+                int(rng.choice([0, int(rng.integers(1, 200)), 1 << 20])))
 
 
 def uninterrupted(case: Case) -> tuple[pa.Table, pa.Table | None]:
@@ -134,6 +136,7 @@ def interrupted(case: Case, directory: Path, cut: int, extra: int, sink: Path | 
     hold), abandons the run; restores and finishes. Returns the rows that had left before the
     snapshot followed by the restored run's."""
     live = case.live(checkpointable=True)
+    live._compact_rows = case.compact_rows
     consumer = Consumer(live, sink, case.pause_after if sink is None else None)
     consumer.start()
     done = [0] * len(case.batches)
@@ -154,6 +157,7 @@ def interrupted(case: Case, directory: Path, cut: int, extra: int, sink: Path | 
         second = again.checkpoint(directory / "second")
         again.cancel()
         again = po.restore(second)
+    again._compact_rows = case.compact_rows
     assert again.positions == [sum(b.num_rows for b in case.batches[i][:k]) for i, k in
                                enumerate(_batches_done(case, cut))]
     resumed = Consumer(again, sink)
@@ -341,7 +345,7 @@ def test_another_format_version_is_refused(tmp_path: Path) -> None:
     outer["body"]["version"] = 0
     outer["sha256"] = checkpoint._body_digest(outer["body"])
     (path / "manifest.json").write_text(json.dumps(outer))
-    with pytest.raises(po.CheckpointError, match="format version 0; this pyarrow-ops reads version 1"):
+    with pytest.raises(po.CheckpointError, match="format version 0; this pyarrow-ops reads versions 1, 2"):
         po.restore(path)
 
 

@@ -1,0 +1,49 @@
+#pragma once
+// The window states a live aggregation keeps for its checkpoints (docs/checkpoints.md, "What a
+// snapshot holds"): the rows every input has handed the engine, once they lie before every
+// input's promise, folded into one state per (window, key), so that a snapshot and the memory
+// kept for it are the size of the open windows' keys, not of their rows.
+//
+// Why folding early is exact: a row older than every input's promise precedes, in the merged
+// order (time, input, position), every row any input can still send. Restored (load_states), such
+// a state is therefore folded in before the tuples of the restored run (WindowOutput::emit), as
+// the uninterrupted run folded its rows; first and last compare OrderKeys here, since the rows of
+// several inputs come in per input, not merged.
+//
+// One thread at a time: the live aggregation calls it under its own lock.
+#include <cstdint>
+#include <vector>
+
+#include "window/window_aggregate.h"
+
+namespace pao::window {
+
+class WindowStates : public WindowOutput {
+ public:
+  WindowStates(const Schema& input, const AggregateQuery& query);
+  WindowStates(const WindowStates&) = delete;
+  WindowStates& operator=(const WindowStates&) = delete;
+
+  // Folds every row of `batch` (rows of input `input`, in its order, the first being the
+  // `first_position`-th row the input handed the engine) into the windows it falls in. The rows'
+  // times must be in the query's time bounds (the engine checked them when they were pushed).
+  void add(const Batch& batch, uint32_t input, uint64_t first_position);
+  // Drops the windows ending before `end`: every row of theirs has left the run.
+  void forget_before(int64_t end);
+  // Windows held, and (window, key) states over them.
+  size_t windows() const noexcept { return states_.size(); }
+  size_t entries() const noexcept;
+
+ private:
+  size_t time_index_;
+  // The slice of the last row, [lo_, hi_), and the sets of the windows it lies in (map nodes do
+  // not move): the rows of a batch are in time order, so most rows skip the window arithmetic.
+  int64_t lo_ = 1;
+  int64_t hi_ = 0;
+  std::vector<WindowSet*> current_;
+  std::vector<uint32_t> slots_;
+  std::vector<AggStates*> column_;
+  std::vector<Value> values_;
+};
+
+}  // namespace pao::window
