@@ -1,27 +1,33 @@
 """What a live aggregation keeps for its checkpoints, and the rule that makes a restore exact.
 
-The state of a window aggregation is a function of the rows in its open windows: feed those rows
-to a fresh engine in the same per-input order and every open window holds what it held (float
-sums are exact and first/last compare the merged order, so nothing depends on how the rows were
-batched or interleaved). A snapshot therefore saves rows, not the engine's internal structures:
+The state of a window aggregation is a function of the rows in its open windows, folded in the
+merged order (float sums are exact and first/last compare the merged order, so nothing depends on
+how the rows were batched or interleaved). A snapshot therefore saves rows and window states, not
+the engine's internal structures:
 
-- per input, the rows it handed to the engine from the *retention floor* on. Output rows leave in
-  (window_end, keys) order; once the row ending at E has left, every row still to leave ends at
-  E or later, so starts at E - size or later: the rows of a window still to leave all have
-  times >= E - size, the floor. When the engine's batch that row came in ended a window set
-  (it was shorter than batch_size: the engine cuts only there or when a batch is full), every row
-  ending at E has left, the next to leave ends at E + advance or later, and the floor is
+- per input, the rows it handed to the engine from the *retention floor* on that are not folded
+  yet. Output rows leave in (window_end, keys) order; once the row ending at E has left, every row
+  still to leave ends at E or later, so starts at E - size or later: the rows of a window still to
+  leave all have times >= E - size, the floor. When the engine's batch that row came in ended a
+  window set (it was shorter than batch_size: the engine cuts only there or when a batch is full),
+  every row ending at E has left, the next to leave ends at E + advance or later, and the floor is
   E + advance - size (for tumbling windows E: one window less to keep). Older rows are forgotten
-  as the output moves on (memory stays bounded by what the windows hold);
+  as the output moves on;
+- the window states (``_engine.WindowStates``, engine/window/window_states.h): rows older than
+  every input's *promise* (the least time it may still send: :attr:`InputLog.promise`) precede,
+  in the merged order, every row still to come, so they are folded per (window, key) and leave
+  the logs; windows ending before E are forgotten. Memory and snapshots stay the size of the
+  open windows' keys, plus the rows no promise has passed;
 - per input with ``lateness``, the rows its reorder buffer still holds: exactly the rows it took
   whose time is above its watermark (a row at or below it has left, or was late), and the
   watermark itself;
 - how many output rows had left, the last one's window_end E, and how many left rows end at E.
 
-A restore feeds the saved rows to a new engine, which rebuilds the open windows exactly and
-re-forms some windows that had left, partially (those starting before the floor, all ending
-before E) or whole (ending at E); :class:`Left` drops the rows ending before E and the first
-``c`` ending at E, and what follows is exactly the uninterrupted run's next row on.
+A restore loads the states into a new engine (a window's loaded state is folded in first), feeds
+it the saved rows, which rebuild the open windows exactly and re-form some windows that had left,
+partially (those starting before the floor, all ending before E) or whole (ending at E);
+:class:`Left` drops the rows ending before E and the first ``c`` ending at E, and what follows is
+exactly the uninterrupted run's next row on.
 """
 
 from __future__ import annotations

@@ -146,6 +146,11 @@ class LiveAggregate:
         self._states = _engine.WindowStates(schema.__arrow_c_schema__(), options) if checkpointable else None
         self._compacting = threading.Lock()
         self._compact_rows = COMPACT_ROWS
+        self._compact_next = 0  # retained rows beyond which the next fold is tried (past _compact_rows)
+        # Without first and last, a window's state does not depend on the order its rows are
+        # folded in (sums are exact), so every sent row can be folded at once, not only those
+        # every promise has passed: memory stays the keys' even while one input lags far behind.
+        self._fold_any = not any(f in ("first", "last") for _, f, _ in self._saved_query["aggs"])
         self._window = None if isinstance(window, Session) else window.resolve(self._time_type)  # size, advance, offset
         self._batch_size = batch_size
         self._left = Left()
@@ -254,8 +259,10 @@ class LiveAggregate:
             rows = self._push(input, batch, schema_capsule, array_capsule)
         finally:
             self._spoke(input)
-        if self._states is not None and sum(log.rows for log in self._logs) > self._compact_rows:  # type: ignore[union-attr]
-            self._compact()
+        if self._states is not None:
+            retained = sum(log.rows for log in self._logs)  # type: ignore[union-attr]
+            if retained > self._compact_rows and retained > self._compact_next:
+                self._compact()
         if self._periodic.every is not None:
             with self._counting:
                 due = self._periodic.add(rows)
@@ -275,10 +282,15 @@ class LiveAggregate:
                 lock.acquire()
             try:
                 promises = [log.promise for log in self._logs]
-                if None in promises:
+                if self._fold_any:
+                    below = CLOSED
+                elif None in promises:
                     return  # an input that has promised nothing may still send any time
-                below = min(promises)  # type: ignore[type-var]
+                else:
+                    below = min(promises)  # type: ignore[type-var]
                 taken = [log.take_before(below) for log in self._logs]
+                # Rows no promise has passed stay: try again once as many more have come.
+                self._compact_next = sum(log.rows for log in self._logs) + self._compact_rows
             finally:
                 for lock in self._state:
                     lock.release()
@@ -437,8 +449,8 @@ class LiveAggregate:
 
     def checkpoint(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Writes a snapshot of the run at ``path`` (default: the next in ``checkpoint_dir``) and
-        returns its path: every open window (as the rows that fill it), each input's position,
-        watermark and held rows, the rows that have left, and the output file's committed state.
+        returns its path: every open window (its states per key, and its rows no input's promise
+        has passed yet), each input's position, watermark and held rows, the rows that have left, and the output file's committed state.
         Producers wait while it is taken (not while it is written). :func:`pyarrow_ops.restore`
         resumes from it (docs/checkpoints.md)."""
         if self._logs is None:
