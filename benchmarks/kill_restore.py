@@ -75,9 +75,12 @@ def child(scenario: str, directory: Path, rows: int, every: int, fsync_kill: int
         else:
             design = "auto" if scenario == "live-lateness" else scenario.split("-")[1]
             lateness = {"lateness": 40, "late": "drop"} if scenario == "live-lateness" else {}
-            live = po.live_aggregate(SCHEMA, 3, time="t", key="k", window=po.sliding(200, 50),
-                                     aggs={"n": po.count(), "s": po.sum("v"), "first": po.first("v")},
+            # With lateness, no first: every row is folded into window states at once; the others
+            # fold only the rows every input's promise has passed.
+            aggs = {"n": po.count(), "s": po.sum("v")} | ({} if lateness else {"first": po.first("v")})
+            live = po.live_aggregate(SCHEMA, 3, time="t", key="k", window=po.sliding(200, 50), aggs=aggs,
                                      design=design, checkpoint_dir=checkpoints, checkpoint_every=every, **lateness)
+        live._compact_rows = 1000  # fold often, so that snapshots hold window states
         positions = live.positions
 
         def produce(i: int) -> None:
