@@ -433,18 +433,19 @@ void AggStates::merge_all(const AggStates& from, const uint32_t* to, size_t n) {
 
 namespace {
 
-// Reads the fields of a saved state (AggStates::save) one by one; any fault throws, naming `what`.
+// Reads the fields of a saved state (AggStates::save) one by one; `ok` turns false at the first
+// field that is missing or malformed (and every later read gives 0).
 class StateText {
  public:
-  StateText(std::string_view text, const std::string& what) : rest_(text), what_(what) {}
+  explicit StateText(std::string_view text) : rest_(text) {}
   template <class T>
   T number() {
     const size_t end = std::min(rest_.find(' '), rest_.size());
     T v{};
     const auto [p, ec] = std::from_chars(rest_.data(), rest_.data() + end, v);
-    if (ec != std::errc() || p != rest_.data() + end) fail();
+    if (ec != std::errc() || p != rest_.data() + end) ok = false;
     rest_.remove_prefix(std::min(end + 1, rest_.size()));
-    return v;
+    return ok ? v : T{};
   }
   __int128 wide() {
     const auto hi = number<int64_t>();
@@ -457,17 +458,13 @@ class StateText {
     return true;
   }
   std::string_view rest() const noexcept { return rest_; }
-  void done() const {
-    if (!rest_.empty()) fail();
-  }
-  [[noreturn]] void fail() const {
-    throw Error(ErrorKind::kInvalidInput, "a saved window state of " + what_ + " is malformed near '" +
-                                              std::string(rest_.substr(0, 40)) + "'");
-  }
+  // Every field read, and nothing left over.
+  bool done() const noexcept { return ok && rest_.empty(); }
+
+  bool ok = true;
 
  private:
   std::string_view rest_;
-  const std::string& what_;
 };
 
 void put(std::string& out, auto v) { out += ' ' + std::to_string(v); }
@@ -516,12 +513,18 @@ std::string AggStates::save(uint32_t slot) const {
   return out;
 }
 
-void AggStates::load(uint32_t slot, std::string_view text, const std::string& what) {
+bool AggStates::load(uint32_t slot, std::string_view text) {
   reset(slot);
+  const bool ok = load_fields(slot, text);
+  if (!ok) reset(slot);
+  return ok;
+}
+
+bool AggStates::load_fields(uint32_t slot, std::string_view text) {
   Cell& c = cells_[slot];
-  StateText in(text, what);
+  StateText in(text);
   c.n = in.number<int64_t>();
-  if (c.n < 0 || (order_sensitive(kind_) && c.n > 1)) in.fail();
+  if (c.n < 0 || (order_sensitive(kind_) && c.n > 1)) return false;
   if (c.n == 0 || kind_ == AggKind::kCount) return in.done();
   switch (kind_) {
     case AggKind::kCount:
@@ -530,7 +533,7 @@ void AggStates::load(uint32_t slot, std::string_view text, const std::string& wh
     case AggKind::kMean:
       if (domain_ == Domain::kFloat) {
         const auto special = in.number<unsigned>();
-        if (special > 7) in.fail();
+        if (special > 7) return false;
         if (in.word("w")) {
           std::array<uint64_t, WideSum::kLimbs> limbs;
           for (uint64_t& limb : limbs) limb = in.number<uint64_t>();
@@ -538,7 +541,7 @@ void AggStates::load(uint32_t slot, std::string_view text, const std::string& wh
         } else {
           c.sum.m = in.wide();
           c.sum.scale = in.number<int32_t>();
-          if (!ExactSum::fits(c.sum.m) || c.sum.scale < -1074) in.fail();
+          if (!ExactSum::fits(c.sum.m) || c.sum.scale < -1074) return false;
         }
         c.sum.special = static_cast<uint8_t>(special);
       } else if (kind_ == AggKind::kSum) {
@@ -554,23 +557,23 @@ void AggStates::load(uint32_t slot, std::string_view text, const std::string& wh
     case AggKind::kFirst:
     case AggKind::kLast: {
       const auto valid = in.number<unsigned>();
-      if (valid > 1) in.fail();
+      if (valid > 1) return false;
       c.valid = valid != 0;
       c.at = OrderKey{INT64_MIN, 0};  // the least: every later tuple comes after it
       if (domain_ == Domain::kString) {
         // The string is what follows the bits' space (possibly nothing, or spaces).
         const std::string_view rest = in.rest();
         const size_t space = rest.find(' ');
-        StateText bits(rest.substr(0, space), what);
+        StateText bits(rest.substr(0, space));
         c.u = bits.number<uint64_t>();
-        bits.done();
         strings_[slot].assign(space == std::string_view::npos ? std::string_view{} : rest.substr(space + 1));
-        return;
+        return in.ok && bits.done();
       }
       c.u = in.number<uint64_t>();
       return in.done();
     }
   }
+  return false;
 }
 
 void AggStates::emit(uint32_t slot, ColumnBuilder& out) const {

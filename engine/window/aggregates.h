@@ -88,8 +88,8 @@ class AggStates {
   // first and last keep no OrderKey: a loaded state stands for tuples that precede, in the merged
   // order, every tuple applied after it, so it is loaded with the least key.
   std::string save(uint32_t slot) const;
-  // Throws kInvalidInput, naming `what`, when `text` is not a state of this function.
-  void load(uint32_t slot, std::string_view text, const std::string& what);
+  // False, with the slot fresh, when `text` is not a state of this function.
+  bool load(uint32_t slot, std::string_view text);
   void emit(uint32_t slot, ColumnBuilder& out) const;
   // emit(slots[i], out) for i < n: one dispatch on the function for a window's rows.
   void emit_each(const uint32_t* slots, size_t n, ColumnBuilder& out) const;
@@ -126,6 +126,7 @@ class AggStates {
   void drop_wide(Cell& c);          // returns a slot's WideSum to spare_wide_
   double float_sum(const Cell& c) const noexcept;
   bool better(const Value& v, const Cell& c) const noexcept;
+  bool load_fields(uint32_t slot, std::string_view text);  // load() on a fresh slot
 
   AggKind kind_;
   int column_ = -1;

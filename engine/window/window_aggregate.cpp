@@ -156,20 +156,21 @@ void WindowOutput::load_states(const Batch& states) {
     const int64_t start = time_at(states.column(0), time_type, row);
     const int64_t end = time_at(states.column(1), time_type, row);
     const int64_t k = WindowSpec::floor_div(__int128{start} - window_.offset, window_.advance);
-    const std::string where = "saved window state " + std::to_string(row) + " (window " +
-                              std::to_string(start) + " to " + std::to_string(end) + ")";
-    if (window_.start(k) != start || window_.end(k) != end) {
-      throw Error(ErrorKind::kInvalidInput, where + " is not a window of this query");
-    }
+    const auto refuse = [&](const std::string& why) {
+      throw Error(ErrorKind::kInvalidInput, "saved window state " + std::to_string(row) + " (window " +
+                                                std::to_string(start) + " to " + std::to_string(end) + ") " + why);
+    };
+    if (window_.start(k) != start || window_.end(k) != end) refuse("is not a window of this query");
     const uint32_t key = keys_.id(keys, row);
     WindowSet& ws = states_[k];
     if (key < ws.slot_of_key.size() && ws.slot_of_key[key] != WindowSet::kNoSlot) {
-      throw Error(ErrorKind::kInvalidInput, where + " repeats a key of an earlier row");
+      refuse("repeats a key of an earlier row");
     }
     const uint32_t slot = ws.slot(key, prototypes_);
     for (size_t a = 0; a < ws.aggs.size(); ++a) {
-      const Field& f = want->fields[2 + nkeys + a];
-      ws.aggs[a].load(slot, text_at(states.column(2 + nkeys + a), row), where + ", aggregate '" + f.name + "'");
+      if (!ws.aggs[a].load(slot, text_at(states.column(2 + nkeys + a), row))) {
+        refuse("has a malformed state of aggregate '" + want->fields[2 + nkeys + a].name + "'");
+      }
     }
   }
 }

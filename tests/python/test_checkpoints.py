@@ -368,3 +368,39 @@ def test_a_checkpoint_directory_keeps_the_last_few(tmp_path: Path) -> None:
     again = po.restore(tmp_path)  # the newest
     assert again.positions == [100] and again.closed == [True]
     again.cancel()
+
+
+def test_window_states_that_do_not_fit_the_query_are_refused() -> None:
+    """A snapshot's manifest hashes keep damaged files out; states that reach the engine anyway
+    (another query's, or edited with a new hash) are refused naming the row and the fault."""
+    live = po.live_aggregate(SCHEMA, 1, time="t", key="k", window=po.tumbling(5), aggs=AGGS, checkpointable=True)
+    live._compact_rows = 0
+    live.push(0, pa.record_batch({"t": [1, 2, 3, 7, 11], "k": ["a", "b", "a", None, "a"],
+                                  "v": [1.5, None, -2.0, 4.0, 1e300]}, schema=SCHEMA))
+    live.push(0, pa.record_batch({"t": [12], "k": ["a"], "v": [1e-300]}, schema=SCHEMA))
+    states = pa.record_batch(live._states.save(-(2**63)))
+    live.cancel()
+    assert states.num_rows == 4 and states.column("window_start").to_pylist() == [0, 0, 5, 10]
+    again = po.live_aggregate(SCHEMA, 1, time="t", key="k", window=po.tumbling(5), aggs=AGGS, checkpointable=True)
+    again._states.load(*states.__arrow_c_array__())
+    assert pa.record_batch(again._states.save(-(2**63))).equals(states)  # saved again: the same text
+
+    def edited(column: str, row: int, value) -> pa.RecordBatch:
+        values = states.column(column).to_pylist()
+        values[row] = value
+        return states.set_column(states.schema.get_field_index(column), column, pa.array(values, states.schema.field(column).type))
+
+    cases = [
+        (edited("n", 1, "x"), "saved window state 1 .* has a malformed state of aggregate 'n'"),
+        (edited("s", 0, states.column("s")[0].as_py() + " 9"), "saved window state 0 .* aggregate 's'"),
+        (edited("window_start", 2, 6), r"saved window state 2 \(window 6 to 10\) is not a window of this query"),
+        (pa.concat_batches([states, states.slice(0, 1)]) if hasattr(pa, "concat_batches") else
+         pa.Table.from_batches([states, states.slice(0, 1)]).combine_chunks().to_batches()[0],
+         "saved window state 4 .* repeats a key of an earlier row"),
+        (states.drop_columns(["last"]), "do not fit this query"),
+    ]
+    for bad, message in cases:
+        fresh = po.live_aggregate(SCHEMA, 1, time="t", key="k", window=po.tumbling(5), aggs=AGGS)
+        with pytest.raises(po.InvalidInputError, match=message):
+            fresh._handle.load_states(*bad.__arrow_c_array__())
+        fresh.cancel()
