@@ -147,8 +147,7 @@ def write(results: Mapping[str, Any], spec: RunSpec, paths: Mapping[str, Any], f
                 checkpoint(results, spec, None)
         for o in outputs.values():
             with o.lock:
-                o.sink.finish()  # type: ignore[union-attr]
-                o.sink = None
+                o.sink.finish()  # type: ignore[union-attr]  (kept: a later snapshot records it complete)
     finally:
         for o in outputs.values():
             if o.sink is not None:

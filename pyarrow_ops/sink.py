@@ -38,10 +38,11 @@ class FileSink:
         self._stream_path = self.path if format == "ipc" else self.path.with_name(self.path.name + ".spool")
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
-        # A restore of a Parquet run that had finished: its spool was removed after the file was
-        # renamed into place (atomically), so the file is whole; nothing is left to write.
-        self.complete = resume is not None and format == "parquet" and not self._stream_path.exists() \
-            and self.path.exists()
+        # A restore of a run whose file had been finished when its snapshot was taken, or (Parquet)
+        # finished after it: the spool was removed after the file was renamed into place
+        # (atomically), so the file is whole; nothing is left to write.
+        self.complete = resume is not None and (resume.get("complete", False) or (
+            format == "parquet" and not self._stream_path.exists() and self.path.exists()))
         if self.complete:
             self.rows = resume["rows"]  # type: ignore[index]
         elif resume is None:
@@ -90,8 +91,11 @@ class FileSink:
         return self.rows + self._pending_rows
 
     def commit(self) -> tuple[dict[str, Any], pa.Table]:
-        """For a checkpoint: makes the file durable; returns its state and the pending rows."""
-        assert not self.complete
+        """For a checkpoint: makes the file durable; returns its state and the pending rows. Once
+        the file is finished, that it is complete (a restore then writes nothing)."""
+        if self.complete or self._file.closed:
+            return ({"path": str(self.path), "format": self.format, "rows_per_batch": self.rows_per_batch,
+                     "rows": self.rows, "complete": True}, pa.Table.from_batches([], schema=self.schema))
         self._file.flush()
         os.fsync(self._file.fileno())
         state = {"path": str(self.path), "format": self.format, "rows_per_batch": self.rows_per_batch,

@@ -26,11 +26,21 @@ from pyarrow_ops.io import conform
 from pyarrow_ops.lateness import Late, LateLog, Lateness, bounds
 from pyarrow_ops.retention import CLOSED, InputLog, Left, times_of
 from pyarrow_ops.sink import FileSink
-from pyarrow_ops.windows import Session, Window, time_value
+from pyarrow_ops.windows import Session, Window, session, time_value
 
 
 COMPACT_ROWS = 1 << 20
 """Rows the logs of a checkpointable run hold before their oldest are folded into window states."""
+
+
+def _ending_from(rows: list[pa.RecordBatch], end: int | None) -> list[pa.RecordBatch]:
+    """The rows (in window_end order) ending at or after ``end``: those that may not have left."""
+    if end is None:
+        return rows
+    kept = [b for b in rows if b.num_rows and times_of(b, "window_end")[-1].as_py() >= end]
+    if kept:
+        kept[0] = kept[0].filter(pc.greater_equal(times_of(kept[0], "window_end"), end))
+    return kept
 
 
 def _latest_time(batch: Any, time: str) -> int | None:
@@ -73,10 +83,6 @@ class LiveAggregate:
             raise ValueError(f"inputs must be a positive int, got {inputs!r}")
         _check(design, None, batch_size, window, update_threads)
         checkpointable = checkpointable or checkpoint_dir is not None
-        if checkpointable and isinstance(window, Session):
-            raise _engine.UsageError(
-                "checkpoints of session windows are not supported yet: a session's rows reach back to its first "
-                "tuple, however long ago, so the retained rows are not bounded by the window (docs/checkpoints.md)")
         schema = pa.schema(schema)
         if time not in schema.names:
             raise _engine.InvalidInputError(
@@ -94,6 +100,7 @@ class LiveAggregate:
         self._saved_query = {
             "inputs": inputs, "time": time, "key": _keys(key), "aggs": [list(a) for a in _aggs(aggs)],
             "window": None if isinstance(window, Session) else list(window.resolve(self._time_type)),
+            "session_gap": window.resolve(self._time_type) if isinstance(window, Session) else None,
             "design": design, "update_threads": update_threads, "batch_size": batch_size, "lateness": input_bounds,
             "late": late, "idle_timeout": self._idle_timeout,
             "checkpoint_every": None if checkpoint_every is None else (
@@ -143,14 +150,20 @@ class LiveAggregate:
         # input's promise, folded per (window, key) once the logs hold more than _compact_rows
         # rows, so that memory and snapshots are the size of the open windows' keys. Lock order:
         # self._compacting, then the state locks, then self._left.lock.
-        self._states = _engine.WindowStates(schema.__arrow_c_schema__(), options) if checkpointable else None
+        self._sessions = isinstance(window, Session)
+        states = _engine.SessionStates if self._sessions else _engine.WindowStates
+        self._states = states(schema.__arrow_c_schema__(), options) if checkpointable else None
+        # Sessions: the rows of the sessions the folding closed (final, in (window_end, key) order),
+        # kept until they have left; a restored run hands those of its snapshot out first.
+        self._closed_rows: list[pa.RecordBatch] = []
+        self._closed_first: list[pa.RecordBatch] = []
         self._compacting = threading.Lock()
         self._compact_rows = COMPACT_ROWS
         self._compact_next = 0  # retained rows beyond which the next fold is tried (past _compact_rows)
         # Without first and last, a window's state does not depend on the order its rows are
         # folded in (sums are exact), so every sent row can be folded at once, not only those
         # every promise has passed: memory stays the keys' even while one input lags far behind.
-        self._fold_any = not any(f in ("first", "last") for _, f, _ in self._saved_query["aggs"])
+        self._fold_any = not self._sessions and not any(f in ("first", "last") for _, f, _ in self._saved_query["aggs"])
         self._window = None if isinstance(window, Session) else window.resolve(self._time_type)  # size, advance, offset
         self._batch_size = batch_size
         self._left = Left()
@@ -178,7 +191,7 @@ class LiveAggregate:
         # The retention floor: the least time a row may have and still be in a window yet to leave.
         left = self._left
         end, whole = left.end, left.whole  # end only grows; a stale `whole` is the lower, safe floor
-        if end is None:
+        if end is None or self._window is None:  # sessions: rows leave the logs by folding alone
             return None
         size, advance = self._window[0], self._window[1]  # type: ignore[index]
         return end + advance - size if whole and left.end == end else end - size
@@ -294,10 +307,13 @@ class LiveAggregate:
             finally:
                 for lock in self._state:
                     lock.release()
+            end = self._left.end  # only grows: a stale value forgets less
+            if self._sessions:
+                self._fold_sessions(taken, below, end)
+                return
             for i, parts in enumerate(taken):
                 for batch, first in parts:
                     self._states.add(i, first, *batch.__arrow_c_array__())
-            end = self._left.end  # only grows: a stale value forgets less
             if end is not None:
                 self._states.forget_before(end)
         finally:
@@ -323,6 +339,27 @@ class LiveAggregate:
                 if latest is not None:
                     self._floors[input] = latest if self._floors[input] is None else max(self._floors[input], latest)
         return rows
+
+    def _fold_sessions(self, taken: list[list[tuple[pa.RecordBatch, int]]], below: int, end: int | None) -> None:
+        # Under self._compacting. A session depends on its key's tuples' order: the rows go in
+        # merged, (time, input, position): each input's rows are in time order, so a stable sort
+        # by time of the inputs' rows laid end to end in input order gives it.
+        merged = pa.concat_tables([pa.Table.from_batches([b for b, _ in parts], schema=self.schema) for parts in taken])
+        if merged.num_rows:
+            merged = merged.take(pc.sort_indices(merged, sort_keys=[(self._time, "ascending")])).combine_chunks()
+            for batch in merged.to_batches():
+                self._states.add(*batch.__arrow_c_array__())  # type: ignore[union-attr]
+        self._states.advance(min(below, 2**63 - 1))  # type: ignore[union-attr]
+        while (closed := self._states.take()) is not None:  # type: ignore[union-attr]
+            self._closed_rows.append(pa.record_batch(closed))
+        self._closed_rows = _ending_from(self._closed_rows, end)
+
+    def _raw(self) -> Iterator[Any]:
+        # The result's batches; on a restored run of sessions, first the closed sessions' rows its
+        # snapshot held (they end before every session the engine has still to give).
+        while self._closed_first:
+            yield self._closed_first.pop(0)
+        yield from self._result
 
     def heartbeat(self, input: int, time: Any) -> None:
         """Promises that ``input`` sends nothing earlier than ``time``. :class:`UsageError` if
@@ -386,7 +423,7 @@ class LiveAggregate:
         self._handle.cancel()
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
-        for raw in self._result:
+        for raw in self._raw():
             batch = self._left.drop_seen(raw)
             if batch.num_rows:
                 with self._left.lock:
@@ -434,14 +471,13 @@ class LiveAggregate:
         with self._left.lock:
             self._sink, self._resume_sink = sink, None
         try:
-            for raw in self._result:
+            for raw in self._raw():
                 batch = self._left.drop_seen(raw)
                 with self._left.lock:
                     sink.write(batch)
                     self._left.count(batch, raw.num_rows < self._batch_size)
             with self._left.lock:
-                sink.finish()
-                self._sink = None
+                sink.finish()  # kept: a snapshot taken from now on records the file as complete
             with self._checkpointing:  # the run's end waits for a periodic snapshot being written
                 pass
         finally:
@@ -500,8 +536,13 @@ class LiveAggregate:
                 if self._lateness is not None:
                     tables[f"held-{i}"] = log.held_rows(self.schema, self._lateness[i].watermark)
             late = self._result.late
-            states = pa.record_batch(self._states.save(-(2**63) if state["left"]["end"] is None else state["left"]["end"]))
-            tables["states"] = pa.Table.from_batches([states])
+            end = state["left"]["end"]
+            if self._sessions:
+                tables["states"] = pa.Table.from_batches([pa.record_batch(self._states.save())])
+                tables["closed"] = pa.Table.from_batches(_ending_from(self._closed_rows, end), schema=self._result.schema)
+            else:
+                states = pa.record_batch(self._states.save(-(2**63) if end is None else end))
+                tables["states"] = pa.Table.from_batches([states])
         finally:
             for lock in self._state:
                 lock.release()
@@ -523,7 +564,8 @@ class LiveAggregate:
         q, st = snapshot.query, snapshot.state
         every = q["checkpoint_every"]
         live = cls(snapshot.table("schema").schema, q["inputs"], time=q["time"], key=q["key"],
-                   window=Window(*q["window"]), aggs={name: Agg(f, c or None) for name, f, c in q["aggs"]},
+                   window=Window(*q["window"]) if q["window"] is not None else session(q["session_gap"]),
+                   aggs={name: Agg(f, c or None) for name, f, c in q["aggs"]},
                    design=q["design"], update_threads=q["update_threads"], batch_size=q["batch_size"],
                    lateness=q["lateness"], late=q["late"], idle_timeout=q["idle_timeout"], clock=clock,
                    checkpointable=True, checkpoint_dir=q["checkpoint_dir"], keep_checkpoints=q["keep_checkpoints"],
@@ -544,6 +586,9 @@ class LiveAggregate:
             for batch in snapshot.table("states").to_batches():
                 live._handle.load_states(*batch.__arrow_c_array__())
                 live._states.load(*batch.__arrow_c_array__())
+        if snapshot.has("closed"):  # sessions closed but not all left: handed out first
+            live._closed_rows = snapshot.table("closed").to_batches()
+            live._closed_first = list(live._closed_rows)
         # Each input's state is rebuilt here, before anything else runs: its logs, its lateness
         # buffer, its position (a checkpoint taken while the rows go back in sees them whole). The
         # engine calls that give the rows back go on a thread per input, holding the input's

@@ -100,7 +100,7 @@ class MultiwayAggregate : public BatchSource {
   // Push form, a restore: the window states the run starts from (WindowOutput::load_states),
   // before any push, heartbeat, close or next(). The caller orders those after this call (the
   // output thread reads the states when it emits; the pushes that let it emit happen after).
-  // Session windows keep no such states (kUsage).
+  // Session windows: the open sessions (SessionAggregate::load_sessions).
   void load_states(const Batch& states);
   // Stops the run: producers and the output thread return, queued data is released.
   void cancel();

@@ -19,8 +19,11 @@ constexpr int64_t kPushChunk = 4096;
 }  // namespace
 
 void MultiwayAggregate::load_states(const Batch& states) {
-  if (sessions_) throw Error(ErrorKind::kUsage, "session windows keep no window states to load");
-  out_->load_states(states);
+  if (sessions_) {
+    sessions_->load_sessions(states);
+  } else {
+    out_->load_states(states);
+  }
 }
 
 void MultiwayAggregate::push(uint32_t input, const Batch& batch) {

@@ -276,6 +276,36 @@ NB_MODULE(_engine, m) {
       .def_prop_ro("windows", &window::WindowStates::windows)
       .def_prop_ro("entries", &window::WindowStates::entries);
 
+  nb::class_<window::SessionStates>(m, "SessionStates")
+      .def("__init__",
+           [](window::SessionStates* self, nb::capsule schema, const ops::MultiwayOptions& options) {
+             new (self) window::SessionStates(arrow::import_schema(*from_capsule<ArrowSchema>(schema, "arrow_schema")),
+                                              options.query);
+           },
+           "schema"_a, "options"_a)
+      .def("add",
+           [](window::SessionStates& w, nb::capsule schema, nb::capsule array) {
+             Batch b = import_capsules(schema, array, "rows in the merged order");
+             without_gil([&] { w.add_all(b); });
+           },
+           "schema"_a, "array"_a, "Folds rows, in the merged order after those before.")
+      .def("advance", &window::SessionStates::advance, "watermark"_a,
+           "No row earlier than `watermark` will come: closes the sessions it proves final.")
+      .def("take",
+           [](window::SessionStates& w) -> std::optional<BatchHandle> {
+             std::optional<Batch> b = w.take(true);
+             if (!b) return std::nullopt;
+             return BatchHandle{std::move(*b)};
+           },
+           "The closed sessions' rows (None when there are none).")
+      .def("save", [](window::SessionStates& w) { return BatchHandle{w.save_sessions()}; }, "The open sessions.")
+      .def("load",
+           [](window::SessionStates& w, nb::capsule schema, nb::capsule array) {
+             w.load_sessions(import_capsules(schema, array, "the saved sessions"));
+           },
+           "schema"_a, "array"_a)
+      .def_prop_ro("open", &window::SessionStates::open_sessions);
+
   m.def(
       "aggregate",
       [](std::vector<Stream*> inputs, ops::MultiwayOptions options, std::optional<ops::Design> design,

@@ -29,6 +29,72 @@ SessionAggregate::SessionAggregate(const Schema& input, const AggregateQuery& qu
   if (!query.session_gap) throw Error(ErrorKind::kInvalidInput, "a session aggregate needs a session gap");
 }
 
+Batch SessionAggregate::save_sessions() {
+  const std::shared_ptr<const Schema> schema = states_schema();
+  std::vector<ColumnBuilder> out;
+  for (const Field& f : schema->fields) out.emplace_back(f.type);
+  std::vector<uint32_t> keys, slots;
+  for (uint32_t slot = 0; slot < open_.size(); ++slot) {
+    if (open_[slot]) {
+      keys.push_back(table_.keys[slot]);
+      slots.push_back(slot);
+    }
+  }
+  std::vector<uint32_t> order(keys.size());
+  std::iota(order.begin(), order.end(), uint32_t{0});
+  keys_.sort(keys.data(), order);
+  keys_.append_each(keys.data(), order.data(), order.size(), out, 2);
+  const size_t first_agg = 2 + keys_.columns().size();
+  for (uint32_t i : order) {
+    const uint32_t slot = slots[i];
+    const int64_t end = end_of(last_[slot], gap_);
+    out[0].append_fixed(&start_[slot]);  // the low bytes: int32 columns too
+    out[1].append_fixed(&end);
+    for (size_t a = 0; a < table_.aggs.size(); ++a) out[first_agg + a].append_string(table_.aggs[a].save(slot));
+  }
+  return finish_batch(schema, out);
+}
+
+void SessionAggregate::load_sessions(const Batch& states) {
+  const std::shared_ptr<const Schema> want = states_schema();
+  if (auto diff = schema_difference(*want, *states.schema())) {
+    throw Error(ErrorKind::kInvalidInput, "the saved sessions do not fit this query: " + *diff);
+  }
+  const size_t nkeys = keys_.columns().size();
+  const Batch keys = key_view(states);
+  const bool wide = want->fields[0].type.byte_width() == 8;
+  const auto time_at = [&](size_t column, int64_t row) {
+    return wide ? states.column(column).typed<int64_t>()[row] : states.column(column).typed<int32_t>()[row];
+  };
+  for (int64_t row = 0; row < states.num_rows(); ++row) {
+    const int64_t start = time_at(0, row);
+    const int64_t end = time_at(1, row);
+    const auto refuse = [&](const std::string& why) {
+      throw Error(ErrorKind::kInvalidInput, "saved session " + std::to_string(row) + " (" + std::to_string(start) +
+                                                " to " + std::to_string(end) + ") " + why);
+    };
+    if (end - gap_ < start) refuse("ends before its start and the gap");
+    const uint32_t key = keys_.id(keys, row);
+    const uint32_t slot = table_.slot(key, prototypes_);
+    if (slot >= open_.size()) {
+      open_.resize(slot + 1, 0);
+      start_.resize(slot + 1);
+      last_.resize(slot + 1);
+    }
+    if (open_[slot]) refuse("repeats a key of an earlier row");
+    for (size_t a = 0; a < table_.aggs.size(); ++a) {
+      if (!table_.aggs[a].load(slot, text_at(states.column(2 + nkeys + a), row))) {
+        refuse("has a malformed state of aggregate '" + want->fields[2 + nkeys + a].name + "'");
+      }
+    }
+    open_[slot] = 1;
+    start_[slot] = start;
+    last_[slot] = end - gap_;
+    ++open_count_;
+    ends_.push({end, slot});
+  }
+}
+
 void SessionAggregate::add(const Batch& batch, int64_t row, int64_t time) {
   // Every later tuple is at least `time`: a session ending below it can grow no more.
   advance(time);

@@ -42,6 +42,13 @@ class SessionAggregate : public WindowOutput {
 
   int64_t open_sessions() const noexcept { return open_count_; }
 
+  // Checkpoints (docs/checkpoints.md): the open sessions as rows of states_schema()
+  // (window_start = the first time, window_end = the last time + gap), keys in output order; and
+  // loading them back, before any tuple: every tuple they stand for precedes, in the merged
+  // order, every tuple added afterwards. Loading refuses rows that do not fit (kInvalidInput).
+  Batch save_sessions();
+  void load_sessions(const Batch& states);
+
  private:
   int64_t gap_;
   // Every key's state lives in one set: its slot is its session's aggregate states, reset when the

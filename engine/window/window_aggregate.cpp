@@ -134,12 +134,18 @@ int64_t time_at(const Column& c, const DataType& type, int64_t row) {
   return type.byte_width() == 8 ? c.typed<int64_t>()[row] : c.typed<int32_t>()[row];
 }
 
-std::string_view text_at(const Column& c, int64_t row) {
+}  // namespace
+
+std::string_view WindowOutput::text_at(const Column& c, int64_t row) {
   const auto* o = c.typed<int32_t>();
   return {reinterpret_cast<const char*>(c.data) + o[row], static_cast<size_t>(o[row + 1] - o[row])};
 }
 
-}  // namespace
+Batch WindowOutput::key_view(const Batch& states) const {
+  std::vector<Column> columns(input_columns_);
+  for (size_t i = 0; i < keys_.columns().size(); ++i) columns[keys_.columns()[i]] = states.column(2 + i);
+  return Batch(nullptr, states.num_rows(), std::move(columns), states.owner());
+}
 
 void WindowOutput::load_states(const Batch& states) {
   const std::shared_ptr<const Schema> want = states_schema();
@@ -147,10 +153,7 @@ void WindowOutput::load_states(const Batch& states) {
     throw Error(ErrorKind::kInvalidInput, "the saved window states do not fit this query: " + *diff);
   }
   const size_t nkeys = keys_.columns().size();
-  // The key columns at their places in the input's layout, which the key table reads.
-  std::vector<Column> key_columns(input_columns_);
-  for (size_t i = 0; i < nkeys; ++i) key_columns[keys_.columns()[i]] = states.column(2 + i);
-  const Batch keys(nullptr, states.num_rows(), std::move(key_columns), states.owner());
+  const Batch keys = key_view(states);
   const DataType& time_type = want->fields[0].type;
   for (int64_t row = 0; row < states.num_rows(); ++row) {
     const int64_t start = time_at(states.column(0), time_type, row);

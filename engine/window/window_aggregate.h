@@ -194,6 +194,11 @@ class WindowOutput {
                      const uint32_t* slots, size_t n, const std::vector<AggStates>& aggs);
   // Reads each aggregate's column at `row` into `out`.
   void read_values(const Batch& batch, int64_t row, std::vector<Value>& out) const;
+  // The key columns of a batch of states_schema() at their places in the input's layout, which
+  // the key table reads.
+  Batch key_view(const Batch& states) const;
+  // The string at `row` of a utf8 column (a saved state).
+  static std::string_view text_at(const Column& c, int64_t row);
   // Emits the loaded states of the windows before window k (emit() calls it), or of the windows
   // ending at or before `watermark` (a store calls it once it has emitted every window up to it).
   void emit_states_before(int64_t k);

@@ -50,4 +50,15 @@ size_t WindowStates::entries() const noexcept {
   return n;
 }
 
+SessionStates::SessionStates(const Schema& input, const AggregateQuery& query)
+    : SessionAggregate(input, query, INT64_MAX), time_index_(*input.find(query.time_column)) {}
+
+void SessionStates::add_all(const Batch& batch) {
+  const Column& times = batch.column(time_index_);
+  const bool wide = batch.schema()->fields[time_index_].type.byte_width() == 8;
+  for (int64_t row = 0; row < batch.num_rows(); ++row) {
+    add(batch, row, wide ? times.typed<int64_t>()[row] : times.typed<int32_t>()[row]);
+  }
+}
+
 }  // namespace pao::window

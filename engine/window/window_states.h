@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "window/sessions.h"
 #include "window/window_aggregate.h"
 
 namespace pao::window {
@@ -44,6 +45,24 @@ class WindowStates : public WindowOutput {
   std::vector<uint32_t> slots_;
   std::vector<AggStates*> column_;
   std::vector<Value> values_;
+};
+
+// Session windows' counterpart: a session depends on the order of its key's tuples, so only the
+// rows older than every input's promise are folded, merged by the caller into the merged order
+// (time, input, position), into a SessionAggregate. advance(promise) then closes the sessions that
+// no row to come can extend; their rows are final, and the caller keeps them until they have left.
+// The open sessions are saved and loaded with save_sessions() / load_sessions().
+class SessionStates : public SessionAggregate {
+ public:
+  SessionStates(const Schema& input, const AggregateQuery& query);
+  SessionStates(const SessionStates&) = delete;
+  SessionStates& operator=(const SessionStates&) = delete;
+
+  // Every row of `batch`, in order (the merged order, after the rows added before).
+  void add_all(const Batch& batch);
+
+ private:
+  size_t time_index_;
 };
 
 }  // namespace pao::window
