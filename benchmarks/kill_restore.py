@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 SCENARIOS = ("live-mq", "live-mqlf", "live-tumlsc", "live-sliced", "live-tumlmc", "live-wiml", "live-lateness",
-             "pipeline", "pipeline-parquet", "graph")
+             "live-sessions", "pipeline", "pipeline-parquet", "graph")
 SCHEMA = pa.schema([("t", pa.int64()), ("k", pa.string()), ("v", pa.float64())])
 
 
@@ -73,12 +73,13 @@ def child(scenario: str, directory: Path, rows: int, every: int, fsync_kill: int
         if resume:
             live = po.restore(checkpoints)
         else:
-            design = "auto" if scenario == "live-lateness" else scenario.split("-")[1]
+            design = {"live-lateness": "auto", "live-sessions": "tumlsc"}.get(scenario, scenario.split("-")[1])
+            window = po.session(15) if scenario == "live-sessions" else po.sliding(200, 50)
             lateness = {"lateness": 40, "late": "drop"} if scenario == "live-lateness" else {}
             # With lateness, no first: every row is folded into window states at once; the others
             # fold only the rows every input's promise has passed.
             aggs = {"n": po.count(), "s": po.sum("v")} | ({} if lateness else {"first": po.first("v")})
-            live = po.live_aggregate(SCHEMA, 3, time="t", key="k", window=po.sliding(200, 50), aggs=aggs,
+            live = po.live_aggregate(SCHEMA, 3, time="t", key="k", window=window, aggs=aggs,
                                      design=design, checkpoint_dir=checkpoints, checkpoint_every=every, **lateness)
         live._compact_rows = 1000  # fold often, so that snapshots hold window states
         positions = live.positions
