@@ -318,6 +318,36 @@ void AggStates::update_each(AggStates* const* states, const uint32_t* slots, siz
   for (size_t i = 0; i < n; ++i) states[i]->update(slots[i], v, at);
 }
 
+void AggStates::update_rows(const uint32_t* slots, const Batch& batch, int64_t first, size_t n, const int64_t* times,
+                            uint32_t input, uint64_t position) {
+  if (order_sensitive(kind_)) {
+    for (size_t i = 0; i < n; ++i) {
+      update(slots[i], read(batch, first + static_cast<int64_t>(i)), OrderKey::of(times[i], input, position + i));
+    }
+    return;
+  }
+  if (column_ < 0) {  // count()
+    for (size_t i = 0; i < n; ++i) ++cells_[slots[i]].n;
+    return;
+  }
+  const Column& c = batch.column(static_cast<size_t>(column_));
+  const bool all_valid = !c.may_have_nulls();
+  if (kind_ == AggKind::kCount) {
+    for (size_t i = 0; i < n; ++i) cells_[slots[i]].n += all_valid || c.is_valid(first + static_cast<int64_t>(i));
+    return;
+  }
+  if ((kind_ == AggKind::kSum || kind_ == AggKind::kMean) && in_type_.id == TypeId::kFloat64) {
+    const double* v = c.typed<double>() + first;
+    for (size_t i = 0; i < n; ++i) {
+      if (!all_valid && !c.is_valid(first + static_cast<int64_t>(i))) continue;
+      ++cells_[slots[i]].n;
+      add_float(slots[i], v[i]);
+    }
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) update(slots[i], read(batch, first + static_cast<int64_t>(i)));
+}
+
 void AggStates::merge(uint32_t slot, const AggStates& from, uint32_t from_slot) {
   Cell& c = cells_[slot];
   const Cell& o = from.cells_[from_slot];

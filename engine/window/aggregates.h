@@ -70,6 +70,11 @@ class AggStates {
   // falls in): one dispatch on the function for all of them.
   static void update_each(AggStates* const* states, const uint32_t* slots, size_t n, const Value& v,
                           OrderKey at = {});
+  // update(slots[i], read(batch, first + i), at_i) for i < n, at_i = OrderKey::of(times[i], input,
+  // position + i) (first and last only): one dispatch on the function for a run of rows (the
+  // folding of a checkpoint's window states, window/window_states.h).
+  void update_rows(const uint32_t* slots, const Batch& batch, int64_t first, size_t n, const int64_t* times,
+                   uint32_t input, uint64_t position);
   // Folds `from`'s state at `from_slot` into `slot`, as if its tuples came after this slot's
   // (first and last: unless their OrderKeys say otherwise).
   void merge(uint32_t slot, const AggStates& from, uint32_t from_slot);

@@ -5,29 +5,36 @@
 namespace pao::window {
 
 WindowStates::WindowStates(const Schema& input, const AggregateQuery& query)
-    : WindowOutput(input, query, 1), time_index_(*input.find(query.time_column)), values_(prototypes_.size()) {}
+    : WindowOutput(input, query, 1), time_index_(*input.find(query.time_column)) {}
 
 void WindowStates::add(const Batch& batch, uint32_t input, uint64_t first_position) {
   const Column& times = batch.column(time_index_);
   const bool wide = batch.schema()->fields[time_index_].type.byte_width() == 8;
-  for (int64_t row = 0; row < batch.num_rows(); ++row) {
-    const int64_t time = wide ? times.typed<int64_t>()[row] : times.typed<int32_t>()[row];
+  const auto time_at = [&](int64_t row) { return wide ? times.typed<int64_t>()[row] : times.typed<int32_t>()[row]; };
+  times_.clear();
+  for (int64_t row = 0, n = batch.num_rows(); row < n;) {
+    const int64_t time = time_at(row);
     if (time < lo_ || time >= hi_) {
       std::tie(lo_, hi_) = window_.slice_range(window_.slice_of(time));
       current_.clear();
       for (int64_t k = window_.first_k(time); k <= window_.last_k(time); ++k) current_.push_back(&states_[k]);
-      slots_.resize(current_.size());
-      column_.resize(current_.size());
     }
-    if (current_.empty()) continue;  // in a gap between windows
-    const uint32_t key = keys_.id(batch, row);
-    read_values(batch, row, values_);
-    const OrderKey at = OrderKey::of(time, input, first_position + static_cast<uint64_t>(row));
-    for (size_t i = 0; i < current_.size(); ++i) slots_[i] = current_[i]->slot(key, prototypes_);
-    for (size_t a = 0; a < prototypes_.size(); ++a) {
-      for (size_t i = 0; i < current_.size(); ++i) column_[i] = &current_[i]->aggs[a];
-      AggStates::update_each(column_.data(), slots_.data(), current_.size(), values_[a], at);
-    }
+    times_.clear();
+    int64_t end = row;
+    for (int64_t t; end < n && (t = time_at(end)) >= lo_ && t < hi_; ++end) times_.push_back(t);
+    if (!current_.empty()) fold_run(batch, row, end, input, first_position + static_cast<uint64_t>(row));
+    row = end;  // (an empty current_: the run lies in a gap between windows)
+  }
+}
+
+void WindowStates::fold_run(const Batch& batch, int64_t first, int64_t end, uint32_t input, uint64_t position) {
+  const auto n = static_cast<size_t>(end - first);
+  ids_.resize(n);
+  for (size_t i = 0; i < n; ++i) ids_[i] = keys_.id(batch, first + static_cast<int64_t>(i));
+  slots_.resize(n);
+  for (WindowSet* ws : current_) {
+    for (size_t i = 0; i < n; ++i) slots_[i] = ws->slot(ids_[i], prototypes_);
+    for (AggStates& a : ws->aggs) a.update_rows(slots_.data(), batch, first, n, times_.data(), input, position);
   }
 }
 

@@ -36,15 +36,19 @@ class WindowStates : public WindowOutput {
   size_t entries() const noexcept;
 
  private:
+  // Rows [first, end) of `batch`, all in the current slice: each window's slots for the run, then
+  // one loop per aggregate (AggStates::update_rows).
+  void fold_run(const Batch& batch, int64_t first, int64_t end, uint32_t input, uint64_t position);
+
   size_t time_index_;
   // The slice of the last row, [lo_, hi_), and the sets of the windows it lies in (map nodes do
-  // not move): the rows of a batch are in time order, so most rows skip the window arithmetic.
+  // not move): the rows of a batch are in time order, so they come in long runs of one slice.
   int64_t lo_ = 1;
   int64_t hi_ = 0;
   std::vector<WindowSet*> current_;
+  std::vector<int64_t> times_;  // the run's
+  std::vector<uint32_t> ids_;   // the run's key ids
   std::vector<uint32_t> slots_;
-  std::vector<AggStates*> column_;
-  std::vector<Value> values_;
 };
 
 // Session windows' counterpart: a session depends on the order of its key's tuples, so only the
