@@ -534,6 +534,7 @@ void bind_pipeline(nb::module_& m) {
           e["at_ns"] = l.at_ns;
           e["threads"] = l.level;
           e["tuples_per_s"] = l.tuples_per_s;
+          e["free_cores"] = std::isinf(l.free_cores) ? nb::none() : nb::cast(l.free_cores);
           levels.append(e);
         }
         d["thread_levels"] = levels;

@@ -10,7 +10,12 @@ ElasticLevel::ElasticLevel(Options options) : options_(options) {
   records_.resize(options_.max_level + 1);
 }
 
-size_t ElasticLevel::observe(double throughput) {
+size_t ElasticLevel::observe(double throughput, double free_cores) {
+  // Half a core of slack: a period's CPU use is measured, not exact.
+  const size_t fits = free_cores >= static_cast<double>(options_.max_level)
+                          ? options_.max_level
+                          : static_cast<size_t>(std::max(0.0, free_cores + 0.5));
+  room_ = fits > level_ ? fits - level_ : 0;
   Record& now = records_[level_];
   // 1 and 2: a workload change (confirmed), or the record takes the measurement in.
   if (now.trusted) {
@@ -48,8 +53,14 @@ size_t ElasticLevel::observe(double throughput) {
         stride_ = std::max<size_t>(1, level_ / 16);
         return level_;
       }
+      const size_t next = std::min({2 * level_, options_.max_level, level_ + room_});
+      if (next == level_) {  // no idle core to double into: the steady rules from here
+        phase_ = Phase::kSteady;
+        stride_ = std::max<size_t>(1, level_ / 16);
+        return level_;
+      }
       from_ = level_;
-      level_ = std::min(2 * level_, options_.max_level);
+      level_ = next;
       return level_;
     }
     lo_ = from_;
@@ -69,7 +80,8 @@ size_t ElasticLevel::observe(double throughput) {
   const bool above = level_ < options_.max_level && trusted(upper);
   const bool trend_below = below && beats(now.mean, records_[lower].mean);
   const bool trend_above = above && beats(records_[upper].mean, now.mean);
-  if (((trend_below && !above) || trend_above || (level_ == 1 && !above)) && level_ < options_.max_level) {
+  if (((trend_below && !above) || trend_above || (level_ == 1 && !above)) && level_ < options_.max_level &&
+      upper - level_ <= room_) {
     level_ = upper;
   } else if (level_ > 1 && (!below || !trend_below)) {
     level_ = lower;
@@ -78,6 +90,9 @@ size_t ElasticLevel::observe(double throughput) {
 }
 
 size_t ElasticLevel::next_probe() {
+  // A probe needing more threads than idle cores could not run them: beyond the room counts as
+  // not gaining.
+  hi_ = std::max(lo_, std::min(hi_, level_ + room_ + 1));
   // Finer than the steady rules' stride is finer than they can tell apart.
   if (hi_ - lo_ <= std::max<size_t>(1, lo_ / 16)) {
     phase_ = Phase::kSteady;

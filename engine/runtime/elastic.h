@@ -32,8 +32,17 @@
 //    operator gains 1%, under any sensitivity that noise allows, so the paper's rules walk down
 //    from a high level that pays (on a linear curve of 176 levels they settle near 20); a stride
 //    of a sixteenth keeps a linear gain above 6%. Below 16 threads the rules are the paper's.
+//
+// The paper's second guard against oversubscribing the machine (its isCPUUsageAcceptable(): no
+// increase while the whole system uses over 80% of its capacity) would cap a run at 80% of the
+// cores even on a machine it has to itself, its own threads being most of that use. Ours asks
+// whether the level would fit in the cores other processes leave free: the caller passes those
+// (core/free_cores.h), and the level rises to at most that many (rounded), in every phase (a
+// doubling or a bisection probe beyond it counts as a level that did not gain). So a run never
+// takes cores other work keeps busy, yet climbs to every core when they are its own.
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace pao::runtime {
@@ -50,9 +59,10 @@ class ElasticLevel {
   explicit ElasticLevel(Options options);
 
   size_t level() const noexcept { return level_; }
-  // The throughput measured over the last period, which ran at level(); returns the level for the
-  // next period.
-  size_t observe(double throughput);
+  // The throughput measured over the last period, which ran at level(), and the cores other
+  // processes left free over it (unknown: all); returns the level for the next period.
+  static constexpr double kFreeUnknown = std::numeric_limits<double>::infinity();
+  size_t observe(double throughput, double free_cores = kFreeUnknown);
 
   // For stats and tests: a level's record.
   struct Record {
@@ -80,6 +90,7 @@ class ElasticLevel {
   size_t lo_ = 1;    // bisecting: a level that gained over those below it
   size_t hi_ = 1;    //   and one that did not gain over lo_
   size_t stride_ = 1;  // steady: the rules' distance to a neighbour
+  size_t room_ = 0;    // the most threads the level may add now (free cores, rounded, less the level)
   int strikes_ = 0;      // consecutive measurements off the current level's record, same direction
   int direction_ = 0;    // +1 above the record, -1 below
   double pending_ = 0;   // the first of those measurements

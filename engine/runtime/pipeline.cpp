@@ -8,6 +8,7 @@
 
 #include "core/builder.h"
 #include "core/clock.h"
+#include "core/free_cores.h"
 #include "core/error.h"
 #include "core/gather.h"
 #include "core/key_table.h"
@@ -623,11 +624,13 @@ bool Pipeline::pump() {
   }
 }
 
-// The elastic controller: once per period, the tuples all operators took in over it, and the
-// level for the next period (runtime/elastic.h). The first period is the pipeline filling up (its
-// throughput climbs whatever the level), so it is reported but not judged. Ends with the run.
+// The elastic controller: once per period, the tuples all operators took in over it and the cores
+// other processes left free, and the level for the next period (runtime/elastic.h). The first period
+// is the pipeline filling up (its throughput climbs whatever the level), so it is reported but not
+// judged. Ends with the run.
 void Pipeline::elastic_main() {
   ElasticLevel control({.max_level = threads_});
+  FreeCores cpu;
   auto taken = [&] {
     int64_t n = 0;
     for (const auto& st : stages_) n += st->tuples_in.load(std::memory_order_relaxed);
@@ -646,9 +649,10 @@ void Pipeline::elastic_main() {
     const int64_t n = taken();
     const double rate = static_cast<double>(n - last_taken) * 1e9 / static_cast<double>(std::max<int64_t>(1, at - last_at));
     const size_t ran = level_.load(std::memory_order_relaxed);
+    const double free_cores = cpu.sample();
     levels_.push_back({at - std::chrono::duration_cast<std::chrono::nanoseconds>(start_.time_since_epoch()).count(),
-                       ran, rate});
-    if (levels_.size() > 1) level_.store(control.observe(rate), std::memory_order_relaxed);
+                       ran, rate, free_cores});
+    if (levels_.size() > 1) level_.store(control.observe(rate, free_cores), std::memory_order_relaxed);
     last_at = at;
     last_taken = n;
     wake();

@@ -137,12 +137,14 @@ struct PipelineStats {
   // Per result batch: nanoseconds from when the first operator began processing the input
   // morsel it came from to when it entered the result queue (the paper's processing latency).
   std::vector<int64_t> latencies_ns;
-  // Elastic runs: per period, when it ended (ns since the start), the workers that ran in it and
-  // the tuples per second all operators took in over it.
+  // Elastic runs: per period, when it ended (ns since the start), the workers that ran in it, the
+  // tuples per second all operators took in over it, and the cores other processes left free over
+  // it (core/free_cores.h; infinity: unknown).
   struct LevelSample {
     int64_t at_ns;
     size_t level;
     double tuples_per_s;
+    double free_cores;
   };
   std::vector<LevelSample> levels;
 };
