@@ -533,8 +533,8 @@ class PipelineResult(Result):
         threads, partitions, peak morsels alive, ``latencies_ns``: per result batch, the time
         from the first operator starting on its input to its arrival at the output, and
         ``thread_levels`` (``threads="auto"``): per period of the elastic controller, ``at_ns``
-        (since the start), the ``threads`` that ran in it and the ``tuples_per_s`` all operators
-        took in over it; ``late``: per source given ``lateness`` or ``late``, its policy and
+        (since the start), the ``threads`` that ran in it, the ``tuples_per_s`` all operators
+        took in over it and the ``free_cores`` other processes left (None: unknown); ``late``: per source given ``lateness`` or ``late``, its policy and
         the late rows per input; ``idle`` (``idle_timeout``): each idle period of a live input,
         ``input``, ``from_s``, ``to_s`` (and ``source`` when several sources have them)."""
         d = self._handle.stats()
