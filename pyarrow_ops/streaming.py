@@ -485,8 +485,9 @@ class LiveAggregate:
 
     def checkpoint(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Writes a snapshot of the run at ``path`` (default: the next in ``checkpoint_dir``) and
-        returns its path: every open window (its states per key, and its rows no input's promise
-        has passed yet), each input's position, watermark and held rows, the rows that have left, and the output file's committed state.
+        returns its path: every open window (its states per key, and the rows not folded into
+        them yet), each input's position, watermark and held rows, the rows that have left, and
+        the output file's committed state.
         Producers wait while it is taken (not while it is written). :func:`pyarrow_ops.restore`
         resumes from it (docs/checkpoints.md)."""
         if self._logs is None:
@@ -539,7 +540,8 @@ class LiveAggregate:
             end = state["left"]["end"]
             if self._sessions:
                 tables["states"] = pa.Table.from_batches([pa.record_batch(self._states.save())])
-                tables["closed"] = pa.Table.from_batches(_ending_from(self._closed_rows, end), schema=self._result.schema)
+                closed = _ending_from(self._closed_rows, end)
+                tables["closed"] = pa.Table.from_batches(closed, schema=self._result.schema)
             else:
                 states = pa.record_batch(self._states.save(-(2**63) if end is None else end))
                 tables["states"] = pa.Table.from_batches([states])
