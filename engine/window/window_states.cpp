@@ -11,7 +11,6 @@ void WindowStates::add(const Batch& batch, uint32_t input, uint64_t first_positi
   const Column& times = batch.column(time_index_);
   const bool wide = batch.schema()->fields[time_index_].type.byte_width() == 8;
   const auto time_at = [&](int64_t row) { return wide ? times.typed<int64_t>()[row] : times.typed<int32_t>()[row]; };
-  times_.clear();
   for (int64_t row = 0, n = batch.num_rows(); row < n;) {
     const int64_t time = time_at(row);
     if (time < lo_ || time >= hi_) {
