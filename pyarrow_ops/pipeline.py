@@ -530,7 +530,8 @@ class PipelineResult(Result):
         selectivity, queued tuples, maximum and peak parallelism, ``copies`` (more than 1: it ran
         on each input before their merge, see ``push_down``, and the figures are the copies'
         sums; the merge then shows as a ``union`` after the pipeline's operators); overall: tuples in and out,
-        threads, partitions, peak morsels alive, ``latencies_ns``: per result batch, the time
+        threads, partitions, peak morsels alive, ``ingress_steps`` (operator steps the ingress
+        thread ran while back-pressure held it), ``latencies_ns``: per result batch, the time
         from the first operator starting on its input to its arrival at the output, and
         ``thread_levels`` (``threads="auto"``): per period of the elastic controller, ``at_ns``
         (since the start), the ``threads`` that ran in it, the ``tuples_per_s`` all operators

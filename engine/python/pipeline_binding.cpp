@@ -527,6 +527,7 @@ void bind_pipeline(nb::module_& m) {
         d["partitions"] = s.partitions;
         d["morsel_rows"] = s.morsel_rows;
         d["peak_inflight"] = s.peak_inflight;
+        d["ingress_steps"] = s.ingress_steps;
         d["latencies_ns"] = s.latencies_ns;
         nb::list levels;
         for (const auto& l : s.levels) {

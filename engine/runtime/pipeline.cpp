@@ -64,6 +64,7 @@ Pipeline::Pipeline(Graph graph, PipelineOptions options) : options_(std::move(op
   Graph fused = apply_fusion(std::move(graph), p);
   size_t stages = 0;
   for (const GraphNode& n : fused.nodes) stages += n.op != nullptr;
+  cores_ = std::max(1u, std::thread::hardware_concurrency());
   threads_ = manual_ ? 1
              : dedicated_ ? std::max<size_t>(1, stages)
              : options_.threads != 0 ? options_.threads

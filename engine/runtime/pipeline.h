@@ -134,6 +134,8 @@ struct PipelineStats {
   size_t partitions = 0;
   int64_t morsel_rows = 0;
   size_t peak_inflight = 0;
+  // Operator steps the ingress ran while back-pressure held it (the workers' work, on their behalf).
+  int64_t ingress_steps = 0;
   // Per result batch: nanoseconds from when the first operator began processing the input
   // morsel it came from to when it entered the result queue (the paper's processing latency).
   std::vector<int64_t> latencies_ns;
@@ -295,6 +297,8 @@ class Pipeline : public BatchSource {
   // Morsels alive anywhere (Work objects and queued results); the ingress waits above the bound.
   std::atomic<int64_t> inflight_{0};
   std::atomic<int64_t> peak_inflight_{0};
+  std::atomic<int64_t> helped_{0};  // ingress_steps (the ingress's only, relaxed: a counter)
+  size_t cores_ = 1;                 // the machine's (the ingress helps while fewer workers run)
   std::atomic<int64_t> tuples_in_{0};
 
   // Idle workers (and the ingress, waiting for room) sleep on work_ until wake().

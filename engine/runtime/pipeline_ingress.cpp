@@ -11,9 +11,20 @@ namespace pao::runtime {
 void Pipeline::ingress_main() {
   try {
     for (;;) {
-      // Back-pressure: wait while too many morsels are alive.
+      // Back-pressure: while too many morsels are alive, the ingress runs operators on the
+      // workers' behalf rather than only wait (the scheduler paper's threads it does not own,
+      // issue 30), the morsels in flight being what it waits on; but only while fewer workers run
+      // than the machine has cores, so that it takes a core that would idle, never one a worker
+      // has (on a machine with as many workers as cores it only waited, and helping measured
+      // slower). A guest worker index (threads_), which only picks where it starts looking among
+      // an operator's partitions; claiming an operator is the workers' protocol (run_claimed).
+      // Not for dedicated threading: there a worker index is its stage.
       while (inflight_.load(std::memory_order_relaxed) >= static_cast<int64_t>(max_inflight_)) {
         if (stop_.load(std::memory_order_relaxed)) return;
+        if (!dedicated_ && level_.load(std::memory_order_relaxed) < cores_ && worker_step(threads_)) {
+          helped_.fetch_add(1, std::memory_order_relaxed);
+          continue;
+        }
         // The consumer frees room without a wake-up: poll, woken early by the workers' progress.
         work_.wait(work_.value(), std::chrono::microseconds(100));
       }
