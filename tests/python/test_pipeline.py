@@ -188,6 +188,21 @@ def test_running_per_session_is_keyed_by_the_key_alone_right_after_sessionize():
     assert "running  partitioned by [k, session]" in between.explain()
 
 
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the ingress helps only while a core would idle")
+def test_the_ingress_runs_operators_while_back_pressure_holds_it():
+    """One worker on a machine of several cores and room for two morsels: the ingress, held back,
+    runs operators itself (stats()["ingress_steps"]), and the result is the sequential run's."""
+    rng = random.Random(8)
+    inputs = _inputs(rng, 2, 60_000, 500, False)
+    p = (po.Pipeline(inputs, time="ts").sessionize("k", gap=3)
+         .experimental_parametric("partitioned", cost_us=2.0, key="k").running("k", {"n": po.count()}))
+    expected = p.run(threads=1, threading="manual").to_arrow()
+    result = p.run(threads=1, max_inflight=2, morsel=256)
+    assert result.to_arrow().equals(expected)
+    assert result.stats()["ingress_steps"] > 0
+    assert p.run(threading="manual").stats()["ingress_steps"] == 0  # no ingress thread there
+
+
 def test_threads_auto_adapts_the_level_and_keeps_the_result():
     """threads="auto": the elastic controller reports a level per period (100 ms), from one worker
     up to the cores, and the result equals a fixed thread count's."""
