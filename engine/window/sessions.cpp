@@ -29,6 +29,16 @@ SessionAggregate::SessionAggregate(const Schema& input, const AggregateQuery& qu
   if (!query.session_gap) throw Error(ErrorKind::kInvalidInput, "a session aggregate needs a session gap");
 }
 
+uint32_t SessionAggregate::slot_of(uint32_t key) {
+  const uint32_t slot = table_.slot(key, prototypes_);
+  if (slot >= open_.size()) {
+    open_.resize(slot + 1, 0);
+    start_.resize(slot + 1);
+    last_.resize(slot + 1);
+  }
+  return slot;
+}
+
 Batch SessionAggregate::save_sessions() {
   const std::shared_ptr<const Schema> schema = states_schema();
   std::vector<ColumnBuilder> out;
@@ -74,13 +84,7 @@ void SessionAggregate::load_sessions(const Batch& states) {
                                                 " to " + std::to_string(end) + ") " + why);
     };
     if (end - gap_ < start) refuse("ends before its start and the gap");
-    const uint32_t key = keys_.id(keys, row);
-    const uint32_t slot = table_.slot(key, prototypes_);
-    if (slot >= open_.size()) {
-      open_.resize(slot + 1, 0);
-      start_.resize(slot + 1);
-      last_.resize(slot + 1);
-    }
+    const uint32_t slot = slot_of(keys_.id(keys, row));
     if (open_[slot]) refuse("repeats a key of an earlier row");
     for (size_t a = 0; a < table_.aggs.size(); ++a) {
       if (!table_.aggs[a].load(slot, text_at(states.column(2 + nkeys + a), row))) {
@@ -98,13 +102,7 @@ void SessionAggregate::load_sessions(const Batch& states) {
 void SessionAggregate::add(const Batch& batch, int64_t row, int64_t time) {
   // Every later tuple is at least `time`: a session ending below it can grow no more.
   advance(time);
-  const uint32_t key = keys_.id(batch, row);
-  const uint32_t slot = table_.slot(key, prototypes_);
-  if (slot >= open_.size()) {
-    open_.resize(slot + 1, 0);
-    start_.resize(slot + 1);
-    last_.resize(slot + 1);
-  }
+  const uint32_t slot = slot_of(keys_.id(batch, row));
   // Open: this tuple is at most `gap` after the session's last one (advance() closed it otherwise).
   if (!open_[slot]) {
     open_[slot] = 1;

@@ -50,6 +50,8 @@ class SessionAggregate : public WindowOutput {
   void load_sessions(const Batch& states);
 
  private:
+  uint32_t slot_of(uint32_t key);  // the key's slot, the per-slot arrays grown to hold it
+
   int64_t gap_;
   // Every key's state lives in one set: its slot is its session's aggregate states, reset when the
   // session closes and reused by the key's next one.

@@ -260,6 +260,18 @@ Batch with_x(const Batch& tkv, std::mt19937_64& rng) {
   return Batch(tkvx_schema(), n, std::move(cols), st);
 }
 
+// An integer mean (a 128-bit sum), a float sum and a float mean, beside query()'s aggregates.
+void add_means_and_sums(AggregateQuery& q) {
+  const std::pair<const char*, AggKind> more[] = {{"mv", AggKind::kMean}, {"sx", AggKind::kSum}, {"mx", AggKind::kMean}};
+  for (const auto& [name, kind] : more) {
+    window::AggSpec spec;
+    spec.name = name;
+    spec.kind = kind;
+    spec.column = name[1] == 'v' ? "v" : "x";
+    q.aggs.push_back(std::move(spec));
+  }
+}
+
 std::vector<std::string> texts(const Batch& b, size_t column) {
   std::vector<std::string> out;
   const auto* o = b.column(column).typed<int32_t>();
@@ -284,14 +296,7 @@ TEST(window_states_loaded_at_a_cut_equal_the_whole_run) {
     Inputs in = random_inputs(rng, 3, 200, 6);
     for (Batch& b : in.batches) b = with_x(b, rng);
     AggregateQuery q = query(size, advance, offset, true);
-    const std::pair<const char*, AggKind> more[] = {{"mv", AggKind::kMean}, {"sx", AggKind::kSum}, {"mx", AggKind::kMean}};
-    for (const auto& [name, kind] : more) {
-      window::AggSpec spec;
-      spec.name = name;
-      spec.kind = kind;
-      spec.column = name[1] == 'v' ? "v" : "x";
-      q.aggs.push_back(std::move(spec));
-    }
+    add_means_and_sums(q);
     const auto schema = tkvx_schema();
     // Every fifth run, every row before the cut: windows only states fill are emitted too.
     const int64_t cut = seed % 5 == 0 ? INT64_MAX : in.times[rng() % 3][rng() % 200];
@@ -343,14 +348,7 @@ TEST(sessions_loaded_at_a_cut_equal_the_whole_run) {
     for (Batch& b : in.batches) b = with_x(b, rng);
     AggregateQuery q = query(1, 1, 0, true);
     q.session_gap = static_cast<int64_t>(rng() % 30);
-    const std::pair<const char*, AggKind> more[] = {{"mv", AggKind::kMean}, {"sx", AggKind::kSum}};
-    for (const auto& [name, kind] : more) {
-      window::AggSpec spec;
-      spec.name = name;
-      spec.kind = kind;
-      spec.column = name[1] == 'v' ? "v" : "x";
-      q.aggs.push_back(std::move(spec));
-    }
+    add_means_and_sums(q);
     const auto schema = tkvx_schema();
     const int64_t cut = seed % 5 == 0 ? INT64_MAX : in.times[rng() % 3][rng() % 200];
     window::SessionStates states(*schema, q);
