@@ -58,6 +58,9 @@ class LiveInput:
         self._heartbeat: int | None = None  # the latest promise
         self._last: int | None = None  # the time of the last row pushed (once the time column is known)
         self._group: IdleGroup | None = None  # with idle_timeout: the live inputs of its pipeline source
+        # The run reading this input (PipelineHandle.help): while the queue is full, a push runs
+        # operators on its workers' behalf rather than only wait (issue 30); None when nobody helps.
+        self._helper: Callable[[], bool] | None = None
         self._index = 0
         # push(), heartbeat() and close() may come from several threads: the closed check and the
         # queueing must be one step, or a push could slip in behind the end marker and be lost.
@@ -77,7 +80,8 @@ class LiveInput:
                 "the call changed nothing")
 
     def push(self, batch: pa.RecordBatch | pa.Table) -> None:
-        """Queues a batch (or each batch of a table); waits while the queue is full. Batches whose
+        """Queues a batch (or each batch of a table); waits while the queue is full, running the
+        reading pipeline's operators meanwhile when a core would otherwise idle. Batches whose
         string columns differ from the schema only in flavour (``large_string``, ``string_view``)
         are cast to it."""
         batches = batch.to_batches() if isinstance(batch, pa.Table) else [pa.record_batch(batch)]
@@ -99,7 +103,28 @@ class LiveInput:
                     last = times_of(b.slice(b.num_rows - 1), self._time)[0].as_py()
                     if last is not None:  # a null time fails the run where the engine reads it
                         self._last = last
-                self._queue.put(b)
+                self._put(b)
+
+    def _put(self, item: Any) -> None:
+        # Under self._lock: queues `item`, waiting while the queue is full. A run reading this input
+        # is what it waits on, so meanwhile it runs that run's operators (help() declines while
+        # every core has a worker; the queue is then tried again at once, or waited on briefly).
+        while True:
+            try:
+                self._queue.put_nowait(item)
+                return
+            except queue.Full:
+                pass
+            helper = self._helper
+            if helper is None:
+                self._queue.put(item)
+                return
+            if not helper():
+                try:
+                    self._queue.put(item, timeout=0.001)
+                    return
+                except queue.Full:
+                    pass
 
     def heartbeat(self, time: Any) -> None:
         """Promises that nothing earlier than ``time`` follows on this input (an int in the time
@@ -142,7 +167,8 @@ class LiveInput:
             with self._lock:
                 self._refuse_if_closed("close")
                 self._closed = True
-                self._queue.put(LiveInput._END)
+                self._put(LiveInput._END)
+                self._helper = None  # nothing more to push: the run need not be kept
 
         self._call(end)
 

@@ -531,7 +531,8 @@ class PipelineResult(Result):
         on each input before their merge, see ``push_down``, and the figures are the copies'
         sums; the merge then shows as a ``union`` after the pipeline's operators); overall: tuples in and out,
         threads, partitions, peak morsels alive, ``ingress_steps`` (operator steps the ingress
-        thread ran while back-pressure held it), ``latencies_ns``: per result batch, the time
+        thread ran while back-pressure held it) and ``helper_steps`` (those :class:`LiveInput`
+        pushers ran while waiting for room), ``latencies_ns``: per result batch, the time
         from the first operator starting on its input to its arrival at the output, and
         ``thread_levels`` (``threads="auto"``): per period of the elastic controller, ``at_ns``
         (since the start), the ``threads`` that ran in it, the ``tuples_per_s`` all operators
@@ -664,6 +665,10 @@ class _Graph:
                 for stream in group:
                     stream.close()
         results = {name: PipelineResult(native, handle) for name, native in zip(self.names, natives)}
+        for inputs in self.inputs:  # their pushers run operators while they wait for room
+            for item in inputs:
+                if isinstance(item, LiveInput) and not item._closed:
+                    item._helper = handle.help
         groups = [IdleGroup([x if isinstance(x, LiveInput) else None for x in inputs], timeout, clock)
                   for inputs, (timeout, clock) in zip(self.inputs, self.idle_rules, strict=True)
                   if timeout is not None and any(isinstance(x, LiveInput) for x in inputs)]

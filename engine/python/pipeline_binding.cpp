@@ -499,6 +499,9 @@ void bind_pipeline(nb::module_& m) {
              nb::gil_scoped_release nogil;
              h.pipeline->cancel();
            })
+      .def(
+          "help", [](PipelineHandle& h) { return without_gil([&] { return h.pipeline->help(); }); },
+          "One step of operator work on the workers' behalf, from a thread waiting for room (runtime/pipeline.h).")
       .def("stats", [](PipelineHandle& h) {
         const runtime::PipelineStats s = h.pipeline->stats();
         nb::list ops;
@@ -528,6 +531,7 @@ void bind_pipeline(nb::module_& m) {
         d["morsel_rows"] = s.morsel_rows;
         d["peak_inflight"] = s.peak_inflight;
         d["ingress_steps"] = s.ingress_steps;
+        d["helper_steps"] = s.helper_steps;
         d["latencies_ns"] = s.latencies_ns;
         nb::list levels;
         for (const auto& l : s.levels) {

@@ -136,6 +136,8 @@ struct PipelineStats {
   size_t peak_inflight = 0;
   // Operator steps the ingress ran while back-pressure held it (the workers' work, on their behalf).
   int64_t ingress_steps = 0;
+  // Operator steps threads the runtime does not own ran through help() (LiveInput pushers).
+  int64_t helper_steps = 0;
   // Per result batch: nanoseconds from when the first operator began processing the input
   // morsel it came from to when it entered the result queue (the paper's processing latency).
   std::vector<int64_t> latencies_ns;
@@ -214,6 +216,12 @@ class Pipeline : public BatchSource {
   PipelineStats stats() const;
   // Fails the run (next() throws) and stops every thread; joins them. Any thread; idempotent.
   void cancel();
+  // A thread the runtime does not own (a LiveInput's pusher waiting for room in its queue) runs
+  // one step of operator work on the workers' behalf, as the ingress does under back-pressure
+  // (ingress_main): only while fewer workers run than the machine has cores, and not for manual
+  // or dedicated threading. True if it did any. A failure it meets fails the run. Any thread,
+  // several at once.
+  bool help();
 
  private:
   void build(Graph graph);
@@ -298,6 +306,7 @@ class Pipeline : public BatchSource {
   std::atomic<int64_t> inflight_{0};
   std::atomic<int64_t> peak_inflight_{0};
   std::atomic<int64_t> helped_{0};  // ingress_steps (the ingress's only, relaxed: a counter)
+  std::atomic<int64_t> helped_by_others_{0};  // helper_steps (help(); relaxed: a counter)
   size_t cores_ = 1;                 // the machine's (the ingress helps while fewer workers run)
   std::atomic<int64_t> tuples_in_{0};
 

@@ -42,6 +42,21 @@ namespace {
 int64_t first_time(const SourceState& s) { return s.time_index ? time_at(*s.pending, *s.time_index, 0) : 0; }
 }  // namespace
 
+bool Pipeline::help() {
+  if (manual_ || dedicated_ || stop_.load(std::memory_order_relaxed) ||
+      level_.load(std::memory_order_relaxed) >= cores_) {
+    return false;
+  }
+  try {
+    if (!worker_step(threads_)) return false;
+    helped_by_others_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  } catch (...) {
+    fail(std::current_exception());
+    return false;
+  }
+}
+
 bool Pipeline::ingress_step() {
   // Every source holds its next batch; the one that starts earliest goes first, so sources
   // advance together in time and a union or join of two of them never waits long on one. A source

@@ -201,6 +201,7 @@ PipelineStats Pipeline::stats() const {
   s.morsel_rows = morsel_rows_;
   s.peak_inflight = static_cast<size_t>(peak_inflight_.load(std::memory_order_relaxed));
   s.ingress_steps = helped_.load(std::memory_order_relaxed);
+  s.helper_steps = helped_by_others_.load(std::memory_order_relaxed);
   {
     std::lock_guard lock(elastic_mutex_);
     s.levels = levels_;

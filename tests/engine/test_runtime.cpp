@@ -329,6 +329,45 @@ TEST(elastic_runs_equal_the_sequential_run_and_report_their_levels) {
 
 // A run of more stages than a 64-bit mask has bits (100 stateful and partitioned operators, none
 // fused) under every threading model equals the sequential run.
+// Threads the runtime does not own (Pipeline::help: LiveInput pushers; the ingress does the same
+// under back-pressure) run operators beside one worker, for ordered and dynamic threading: the
+// output is the sequential run's (run under ThreadSanitizer by make tsan-test).
+TEST(helpers_beside_the_workers_equal_the_sequential_run) {
+  std::mt19937_64 rng(41);
+  for (int trial = 0; trial < 6; ++trial) {
+    const std::vector<OpSpec> specs{{ops::OpKind::kStateless, ops::Selectivity::kAtMostOne, 500},
+                                    {ops::OpKind::kPartitioned, ops::Selectivity::kExactlyOne, 500},
+                                    {ops::OpKind::kStateful, ops::Selectivity::kAny, 0}};
+    const Rows input = random_input(rng, 3000, 20);
+    const std::vector<Batch> batches = split(rng, input);
+    runtime::PipelineOptions o;
+    o.threads = 1;
+    o.morsel_rows = 16;
+    o.max_inflight = 4;
+    o.threading = trial % 2 == 0 ? runtime::Threading::kOrdered : runtime::Threading::kDynamic;
+    runtime::Pipeline p(std::make_unique<ListSource>(tkvh(), batches), build(specs), o);
+    std::atomic<bool> done{false};
+    std::vector<std::thread> helpers;
+    for (int h = 0; h < 2; ++h) {
+      helpers.emplace_back([&] {
+        while (!done.load(std::memory_order_relaxed)) {
+          if (!p.help()) std::this_thread::yield();
+        }
+      });
+    }
+    Rows got;
+    while (auto b = p.next()) {
+      Rows part = read(*b);
+      for (size_t i = 0; i < part.size(); ++i) got.add(part, i);
+    }
+    done.store(true, std::memory_order_relaxed);
+    for (auto& t : helpers) t.join();
+    CHECK(same(got, sequential(specs, input)));
+    // One worker leaves a core to the helpers wherever there are two.
+    if (std::thread::hardware_concurrency() > 1) CHECK(p.stats().helper_steps > 0);
+  }
+}
+
 TEST(more_than_64_operators_run_under_every_model) {
   std::mt19937_64 rng(64);
   std::vector<OpSpec> specs;

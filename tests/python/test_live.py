@@ -6,6 +6,7 @@ letting the suite hang. Also: results reach a live consumer while every input is
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -336,3 +337,35 @@ def test_two_open_inputs_reach_merge_and_pulled_aggregate_consumers_without_any_
             q.put(None)
         consumer.join(WATCHDOG_S)
         assert not consumer.is_alive()
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="a pusher helps only while a core would idle")
+def test_pushers_waiting_for_room_run_the_pipeline_operators():
+    """One worker, a queue of one batch per input, a costly operator: the pushers, waiting for
+    room, run operators on the workers' behalf (stats()["helper_steps"]), and the result is the
+    same pipeline's over the pushed tables."""
+    schema = pa.schema([("ts", pa.int64()), ("k", pa.int64())])
+    tables = [pa.table({"ts": np.arange(i, 40_000, 2), "k": np.arange(i, 40_000, 2) % 97}, schema=schema)
+              for i in range(2)]
+
+    def pipeline(inputs):
+        return (po.Pipeline(inputs, time="ts").sessionize("k", gap=5)
+                .experimental_parametric("partitioned", cost_us=2.0, key="k").running("k", {"n": po.count()}))
+
+    inputs = [po.LiveInput(schema, max_batches=1) for _ in range(2)]
+    result = pipeline(inputs).run(threads=1)
+
+    def produce(i: int) -> None:
+        for batch in tables[i].to_batches(max_chunksize=500):
+            inputs[i].push(batch)
+        inputs[i].close()
+
+    producers = [threading.Thread(target=produce, args=(i,)) for i in range(2)]
+    for p in producers:
+        p.start()
+    got = result.to_arrow()
+    for p in producers:
+        p.join()
+    assert got.equals(pipeline(tables).run(threads=1).to_arrow())
+    assert result.stats()["helper_steps"] > 0
+    assert all(x._helper is None for x in inputs)  # closed: the run is not kept
