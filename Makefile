@@ -45,7 +45,7 @@ asan-test: install
 tsan-test: install
 	$(BIN)/cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPYARROW_OPS_DEVELOPER=ON \
 		-DPYARROW_OPS_SANITIZE=thread >/dev/null
-	$(BIN)/cmake --build build/tsan -j $(JOBS) --target test_tgate test_gate test_whive test_multiway test_sync test_runtime test_keyed
+	$(BIN)/cmake --build build/tsan -j $(JOBS) --target test_tgate test_gate test_whive test_multiway test_sync test_runtime test_keyed test_parametric
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/engine/test_tgate
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/engine/test_gate
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/engine/test_whive
@@ -53,6 +53,7 @@ tsan-test: install
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/engine/test_sync
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/engine/test_runtime
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/engine/test_keyed
+	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/engine/test_parametric
 
 py-test: install
 	$(PY) -m pytest
