@@ -164,4 +164,10 @@ class BatchMemory {
 // memory: no copy. Throws kUsage if the row counts differ.
 Batch side_by_side(std::shared_ptr<const Schema> schema, const Batch& left, const Batch& right);
 
+// Row `row`'s time in `column` of `b` (int64 and timestamp, or a 32-bit column widened).
+inline int64_t time_at(const Batch& b, size_t column, int64_t row) {
+  const Column& t = b.column(column);
+  return b.schema()->fields[column].type.byte_width() == 8 ? t.typed<int64_t>()[row] : t.typed<int32_t>()[row];
+}
+
 }  // namespace pao

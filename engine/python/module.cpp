@@ -272,9 +272,7 @@ NB_MODULE(_engine, m) {
            [](window::WindowStates& w, nb::capsule schema, nb::capsule array) {
              w.load_states(import_capsules(schema, array, "the saved window states"));
            },
-           "schema"_a, "array"_a)
-      .def_prop_ro("windows", &window::WindowStates::windows)
-      .def_prop_ro("entries", &window::WindowStates::entries);
+           "schema"_a, "array"_a);
 
   nb::class_<window::SessionStates>(m, "SessionStates")
       .def("__init__",
@@ -303,8 +301,7 @@ NB_MODULE(_engine, m) {
            [](window::SessionStates& w, nb::capsule schema, nb::capsule array) {
              w.load_sessions(import_capsules(schema, array, "the saved sessions"));
            },
-           "schema"_a, "array"_a)
-      .def_prop_ro("open", &window::SessionStates::open_sessions);
+           "schema"_a, "array"_a);
 
   m.def(
       "aggregate",

@@ -245,6 +245,9 @@ class Pipeline : public BatchSource {
   // kManual: one step on the calling thread (the operators first, then the input); true if it
   // did anything.
   bool pump();
+  // Whether a thread that is not a worker (the ingress, help()) may run operators now: not for
+  // manual or dedicated threading, and only while fewer workers run than the machine has cores.
+  bool may_help() const;
   // `excluded`: a bit per stage (64 to a word) the caller tried already this round.
   int pick(size_t worker, const std::vector<uint64_t>& excluded);
   size_t run_stage(size_t i, size_t worker);

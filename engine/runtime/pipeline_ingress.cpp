@@ -21,7 +21,7 @@ void Pipeline::ingress_main() {
       // Not for dedicated threading: there a worker index is its stage.
       while (inflight_.load(std::memory_order_relaxed) >= static_cast<int64_t>(max_inflight_)) {
         if (stop_.load(std::memory_order_relaxed)) return;
-        if (!dedicated_ && level_.load(std::memory_order_relaxed) < cores_ && worker_step(threads_)) {
+        if (may_help() && worker_step(threads_)) {
           helped_.fetch_add(1, std::memory_order_relaxed);
           continue;
         }
@@ -42,11 +42,13 @@ namespace {
 int64_t first_time(const SourceState& s) { return s.time_index ? time_at(*s.pending, *s.time_index, 0) : 0; }
 }  // namespace
 
+bool Pipeline::may_help() const {
+  return !manual_ && !dedicated_ && !stop_.load(std::memory_order_relaxed) &&
+         level_.load(std::memory_order_relaxed) < cores_;
+}
+
 bool Pipeline::help() {
-  if (manual_ || dedicated_ || stop_.load(std::memory_order_relaxed) ||
-      level_.load(std::memory_order_relaxed) >= cores_) {
-    return false;
-  }
+  if (!may_help()) return false;
   try {
     if (!worker_step(threads_)) return false;
     helped_by_others_.fetch_add(1, std::memory_order_relaxed);

@@ -155,10 +155,4 @@ struct Stage {
   }
 };
 
-// Row `row`'s time in `column` of `b` (int64, or a 32-bit column widened).
-inline int64_t time_at(const Batch& b, size_t column, int64_t row) {
-  const Column& t = b.column(column);
-  return b.schema()->fields[column].type.byte_width() == 8 ? t.typed<int64_t>()[row] : t.typed<int32_t>()[row];
-}
-
 }  // namespace pao::runtime

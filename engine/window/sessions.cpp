@@ -72,13 +72,9 @@ void SessionAggregate::load_sessions(const Batch& states) {
   }
   const size_t nkeys = keys_.columns().size();
   const Batch keys = key_view(states);
-  const bool wide = want->fields[0].type.byte_width() == 8;
-  const auto time_at = [&](size_t column, int64_t row) {
-    return wide ? states.column(column).typed<int64_t>()[row] : states.column(column).typed<int32_t>()[row];
-  };
   for (int64_t row = 0; row < states.num_rows(); ++row) {
-    const int64_t start = time_at(0, row);
-    const int64_t end = time_at(1, row);
+    const int64_t start = time_at(states, 0, row);
+    const int64_t end = time_at(states, 1, row);
     const auto refuse = [&](const std::string& why) {
       throw Error(ErrorKind::kInvalidInput, "saved session " + std::to_string(row) + " (" + std::to_string(start) +
                                                 " to " + std::to_string(end) + ") " + why);

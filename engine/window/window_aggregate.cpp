@@ -128,14 +128,6 @@ std::shared_ptr<const Schema> WindowOutput::states_schema() const {
   return std::make_shared<const Schema>(std::move(s));
 }
 
-namespace {
-
-int64_t time_at(const Column& c, const DataType& type, int64_t row) {
-  return type.byte_width() == 8 ? c.typed<int64_t>()[row] : c.typed<int32_t>()[row];
-}
-
-}  // namespace
-
 std::string_view WindowOutput::text_at(const Column& c, int64_t row) {
   const auto* o = c.typed<int32_t>();
   return {reinterpret_cast<const char*>(c.data) + o[row], static_cast<size_t>(o[row + 1] - o[row])};
@@ -154,10 +146,9 @@ void WindowOutput::load_states(const Batch& states) {
   }
   const size_t nkeys = keys_.columns().size();
   const Batch keys = key_view(states);
-  const DataType& time_type = want->fields[0].type;
   for (int64_t row = 0; row < states.num_rows(); ++row) {
-    const int64_t start = time_at(states.column(0), time_type, row);
-    const int64_t end = time_at(states.column(1), time_type, row);
+    const int64_t start = time_at(states, 0, row);
+    const int64_t end = time_at(states, 1, row);
     const int64_t k = WindowSpec::floor_div(__int128{start} - window_.offset, window_.advance);
     const auto refuse = [&](const std::string& why) {
       throw Error(ErrorKind::kInvalidInput, "saved window state " + std::to_string(row) + " (window " +

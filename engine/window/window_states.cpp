@@ -8,11 +8,8 @@ WindowStates::WindowStates(const Schema& input, const AggregateQuery& query)
     : WindowOutput(input, query, 1), time_index_(*input.find(query.time_column)) {}
 
 void WindowStates::add(const Batch& batch, uint32_t input, uint64_t first_position) {
-  const Column& times = batch.column(time_index_);
-  const bool wide = batch.schema()->fields[time_index_].type.byte_width() == 8;
-  const auto time_at = [&](int64_t row) { return wide ? times.typed<int64_t>()[row] : times.typed<int32_t>()[row]; };
   for (int64_t row = 0, n = batch.num_rows(); row < n;) {
-    const int64_t time = time_at(row);
+    const int64_t time = time_at(batch, time_index_, row);
     if (time < lo_ || time >= hi_) {
       std::tie(lo_, hi_) = window_.slice_range(window_.slice_of(time));
       current_.clear();
@@ -20,7 +17,7 @@ void WindowStates::add(const Batch& batch, uint32_t input, uint64_t first_positi
     }
     times_.clear();
     int64_t end = row;
-    for (int64_t t; end < n && (t = time_at(end)) >= lo_ && t < hi_; ++end) times_.push_back(t);
+    for (int64_t t; end < n && (t = time_at(batch, time_index_, end)) >= lo_ && t < hi_; ++end) times_.push_back(t);
     if (!current_.empty()) fold_run(batch, row, end, input, first_position + static_cast<uint64_t>(row));
     row = end;  // (an empty current_: the run lies in a gap between windows)
   }
@@ -50,21 +47,11 @@ void WindowStates::forget_before(int64_t end) {
   }
 }
 
-size_t WindowStates::entries() const noexcept {
-  size_t n = 0;
-  for (const auto& [k, ws] : states_) n += ws.keys.size();
-  return n;
-}
-
 SessionStates::SessionStates(const Schema& input, const AggregateQuery& query)
     : SessionAggregate(input, query, INT64_MAX), time_index_(*input.find(query.time_column)) {}
 
 void SessionStates::add_all(const Batch& batch) {
-  const Column& times = batch.column(time_index_);
-  const bool wide = batch.schema()->fields[time_index_].type.byte_width() == 8;
-  for (int64_t row = 0; row < batch.num_rows(); ++row) {
-    add(batch, row, wide ? times.typed<int64_t>()[row] : times.typed<int32_t>()[row]);
-  }
+  for (int64_t row = 0; row < batch.num_rows(); ++row) add(batch, row, time_at(batch, time_index_, row));
 }
 
 }  // namespace pao::window

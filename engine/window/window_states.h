@@ -31,9 +31,6 @@ class WindowStates : public WindowOutput {
   void add(const Batch& batch, uint32_t input, uint64_t first_position);
   // Drops the windows ending before `end`: every row of theirs has left the run.
   void forget_before(int64_t end);
-  // Windows held, and (window, key) states over them.
-  size_t windows() const noexcept { return states_.size(); }
-  size_t entries() const noexcept;
 
  private:
   // Rows [first, end) of `batch`, all in the current slice: each window's slots for the run, then
