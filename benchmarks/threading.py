@@ -12,7 +12,8 @@ stage of its own, as each is a port of its own in the paper:
   pipeline   ``depth`` operators in a chain (the paper: 1,000)
   parallel   one operator that every worker runs at once: our data parallelism is inside an operator
              (the paper: a region of width 1,000, each replica a port; docs/architecture.md says how
-             the two schedulers divide the work), over ``depth`` times the rows (at most 5M), so
+             the two schedulers divide the work), over ``depth`` times the rows (at most
+             ``--most-parallel-rows``, 5M), so
              that it does about the pipeline's work
   mix        ``width`` branches of the source, each a chain of ``depth / width`` operators, then a
              union (the paper: width 10 x depth 100)
@@ -48,11 +49,11 @@ def source(rows: int, seed: int = 3) -> pa.Table:
                      "v": rng.random(rows)})
 
 
-def shapes(rows: int, depth: int, width: int, cost: float
+def shapes(rows: int, depth: int, width: int, cost: float, most_wide: int = 5_000_000
            ) -> dict[str, tuple[Callable[[], dict[str, po.Pipeline]], int, int]]:
     """Per shape: a function making its outputs, how many operators it runs, and its input rows."""
     table = source(rows)
-    wide = source(min(rows * depth, 5_000_000))
+    wide = source(min(rows * depth, most_wide))
 
     def op(p: po.Pipeline) -> po.Pipeline:
         return p.experimental_parametric("stateless", cost_us=cost)
@@ -98,6 +99,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", default="1,2", help="comma-separated fixed thread counts")
     parser.add_argument("--repeat", type=int, default=2, help="interleaved rounds; each contender's best counts")
     parser.add_argument("--shapes", default="pipeline,parallel,mix")
+    parser.add_argument("--most-parallel-rows", type=int, default=5_000_000,
+                        help="the parallel shape's rows: depth times --rows, at most this many")
     parser.add_argument("--only", default=None, help="comma-separated contenders (default all)")
     parser.add_argument("--trace", default=None, help="a JSON file for the elastic contenders' levels over time")
     parser.add_argument("--plot", default=None, help="a folder for a PNG per elastic contender, shape and cost")
@@ -120,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---:|---:|---:|" + "---:|" * len(runs))
     verdicts = []
     for cost in costs:
-        made = shapes(args.rows, args.depth, args.width, cost)
+        made = shapes(args.rows, args.depth, args.width, cost, args.most_parallel_rows)
         for name in chosen:
             build, operators, rows = made[name]
             best = {c: float("inf") for c in runs}

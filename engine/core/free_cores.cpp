@@ -11,7 +11,7 @@
 
 namespace pao {
 
-FreeCores::FreeCores() : last_(read()) {}
+FreeCores::FreeCores() : readings_{read()} {}
 
 FreeCores::Reading FreeCores::read() {
   Reading r;
@@ -29,7 +29,7 @@ FreeCores::Reading FreeCores::read() {
     if (!(fields >> x)) return r;
   }
   r.idle = v[3] + v[4];
-  for (uint64_t x : v) r.total += x;
+  for (int i = 0; i < 7; ++i) r.total += v[i];  // not v[7], steal (see the header)
   while (std::getline(in, line) && line.rfind("cpu", 0) == 0) ++r.cpus;
   r.ok = r.cpus > 0;
   return r;
@@ -37,9 +37,10 @@ FreeCores::Reading FreeCores::read() {
 
 double FreeCores::sample() {
   const Reading now = read();
-  const Reading was = last_;
-  last_ = now;
-  if (!now.ok || !was.ok || now.total <= was.total || now.idle < was.idle || now.wall_ns <= was.wall_ns) {
+  while (readings_.size() >= 2 && now.wall_ns - readings_[1].wall_ns >= kWindowNs) readings_.pop_front();
+  const Reading was = readings_.front();
+  readings_.push_back(now);
+  if (!now.ok || !was.ok || now.total <= was.total || now.idle < was.idle || now.wall_ns - was.wall_ns < kLeastNs) {
     return kUnknown;
   }
   const double busy = static_cast<double>((now.total - was.total) - (now.idle - was.idle)) /

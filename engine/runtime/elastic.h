@@ -59,6 +59,9 @@ class ElasticLevel {
   explicit ElasticLevel(Options options);
 
   size_t level() const noexcept { return level_; }
+  // Whether the first search (doubling, then bisecting) is still on: its decisions compare levels
+  // at least a sixteenth apart (usually twice), so a shorter period tells them apart.
+  bool searching() const noexcept { return phase_ != Phase::kSteady; }
   // The throughput measured over the last period, which ran at level(), and the cores other
   // processes left free over it (unknown: all); returns the level for the next period.
   static constexpr double kFreeUnknown = std::numeric_limits<double>::infinity();

@@ -104,7 +104,8 @@ struct PipelineOptions {
   // Called about every 50 ms while next() waits; what it throws fails the run.
   std::function<void()> check_interrupt;
   // Elastic: `threads` becomes the most workers, and how many of them run adapts to the measured
-  // throughput (runtime/elastic.h), from 1, once per `elastic_period`. The output is the same.
+  // throughput (runtime/elastic.h), from 1, once per `elastic_period` (a quarter of it, at least
+  // 10 ms, during the first search and for the fill period before it). The output is the same.
   bool elastic = false;
   std::chrono::milliseconds elastic_period{100};
 };
@@ -246,7 +247,8 @@ class Pipeline : public BatchSource {
   // did anything.
   bool pump();
   // Whether a thread that is not a worker (the ingress, help()) may run operators now: not for
-  // manual or dedicated threading, and only while fewer workers run than the machine has cores.
+  // manual, dedicated or elastic threading, and only while fewer workers run than the machine has
+  // cores.
   bool may_help() const;
   // `excluded`: a bit per stage (64 to a word) the caller tried already this round.
   int pick(size_t worker, const std::vector<uint64_t>& excluded);
@@ -346,6 +348,15 @@ class Pipeline : public BatchSource {
   mutable std::mutex elastic_mutex_;  // guards levels_; elastic_cv_ waits on it
   std::condition_variable elastic_cv_;
   std::vector<PipelineStats::LevelSample> levels_;
+  // Elastic runs: per worker, since when (0: not) it has been running which stage's current step
+  // (run_stage), so elastic_main credits the tuples of steps in flight (see there). Written by the
+  // worker, read by elastic_main, both relaxed: an estimate, which a torn pair (a stage from one
+  // step, a start from the next) only makes a little less exact.
+  struct alignas(64) InFlight {
+    std::atomic<int64_t> since{0};
+    std::atomic<size_t> stage{0};
+  };
+  std::unique_ptr<InFlight[]> in_flight_;  // threads_ + 1 (the guest index), elastic runs only
 };
 
 }  // namespace pao::runtime

@@ -43,7 +43,10 @@ int64_t first_time(const SourceState& s) { return s.time_index ? time_at(*s.pend
 }  // namespace
 
 bool Pipeline::may_help() const {
-  return !manual_ && !dedicated_ && !stop_.load(std::memory_order_relaxed) &&
+  // Not under an elastic level: the level is the controller's choice of how many threads run
+  // operators, and a helper beside them would run one more than it chose and measured (at level 1
+  // on 2 cores, the ingress helping made level 1 as fast as level 2, and the level stayed at 1).
+  return !manual_ && !dedicated_ && !options_.elastic && !stop_.load(std::memory_order_relaxed) &&
          level_.load(std::memory_order_relaxed) < cores_;
 }
 

@@ -3,10 +3,14 @@
 // drop, holds on a plateau through noise, explores again after a workload change, and takes no
 // thread the rest of the machine keeps busy.
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <functional>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "core/free_cores.h"
 #include "runtime/elastic.h"
 #include "unit.h"
 
@@ -137,6 +141,19 @@ TEST(elastic_level_takes_no_core_other_work_keeps_busy) {
   runtime::ElasticLevel greedy({.max_level = 16});
   const auto taken = drive(greedy, 60, [&](size_t l, int p) { return system(l, p).first; });
   CHECK(*std::max_element(taken.begin(), taken.end()) > 8);
+}
+
+// The free-cores figure covers a window of at least kLeastNs: sooner it is unknown (a sample over
+// a few ticks of /proc/stat read an idle 2-core machine as 1.2 cores free), later a count of cores.
+TEST(free_cores_are_unknown_until_the_window_is_long_enough) {
+  FreeCores cores;
+  CHECK(std::isinf(cores.sample()));
+  std::this_thread::sleep_for(std::chrono::nanoseconds(FreeCores::kLeastNs + 20'000'000));
+  const double free = cores.sample();
+  if (std::isinf(free)) return;  // no /proc/stat here: the guard is off, nothing more to check
+  CHECK(free >= 0.0);
+  // The window slides: a sample right after still covers the last kLeastNs or more.
+  CHECK(!std::isinf(cores.sample()));
 }
 
 UNIT_MAIN()
