@@ -1,6 +1,7 @@
 #include "runtime/elastic.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace pao::runtime {
 
@@ -50,13 +51,13 @@ size_t ElasticLevel::observe(double throughput, double free_cores) {
     if (level_ == 1 || beats(now.mean, records_[from_].mean)) {
       if (level_ == options_.max_level) {
         phase_ = Phase::kSteady;
-        stride_ = std::max<size_t>(1, level_ / 16);
+        stride_ = stride_at(level_);
         return level_;
       }
       const size_t next = std::min({2 * level_, options_.max_level, level_ + room_});
       if (next == level_) {  // no idle core to double into: the steady rules from here
         phase_ = Phase::kSteady;
-        stride_ = std::max<size_t>(1, level_ / 16);
+        stride_ = stride_at(level_);
         return level_;
       }
       from_ = level_;
@@ -89,14 +90,19 @@ size_t ElasticLevel::observe(double throughput, double free_cores) {
   return level_;
 }
 
+size_t ElasticLevel::stride_at(size_t level) const noexcept {
+  // The least stride over which a linear gain is twice the sensitivity (see the header).
+  return std::max<size_t>(1, static_cast<size_t>(std::ceil(2 * options_.sensitivity * static_cast<double>(level))));
+}
+
 size_t ElasticLevel::next_probe() {
   // A probe needing more threads than idle cores could not run them: beyond the room counts as
   // not gaining.
   hi_ = std::max(lo_, std::min(hi_, level_ + room_ + 1));
   // Finer than the steady rules' stride is finer than they can tell apart.
-  if (hi_ - lo_ <= std::max<size_t>(1, lo_ / 16)) {
+  if (hi_ - lo_ <= stride_at(lo_)) {
     phase_ = Phase::kSteady;
-    stride_ = std::max<size_t>(1, lo_ / 16);
+    stride_ = stride_at(lo_);
     level_ = lo_;
   } else {
     phase_ = Phase::kBisecting;

@@ -27,11 +27,13 @@
 //    level that gained and the first that did not (the least level within `sensitivity` of the
 //    best), in O(log cores) periods, and hands over to the rules above at that level, whose
 //    neighbours' records the bisection mostly left trusted;
-//  - the rules' neighbours are `stride` levels away, not one: stride is level / 16 (at least 1)
-//    where the steady rules begin. With one thread more out of 100, even a perfectly scaling
-//    operator gains 1%, under any sensitivity that noise allows, so the paper's rules walk down
-//    from a high level that pays (on a linear curve of 176 levels they settle near 20); a stride
-//    of a sixteenth keeps a linear gain above 6%. Below 16 threads the rules are the paper's.
+//  - the rules' neighbours are `stride` levels away, not one: the least stride over which a linear
+//    gain is twice the sensitivity (10 %), so 1 below 11 threads (the paper's rules) and 2 at 16,
+//    18 at 176. With one thread more out of 100, even a perfectly scaling operator gains 1%, under
+//    any sensitivity that noise allows, so the paper's rules walk down from a high level that pays
+//    (on a linear curve of 176 levels they settle near 20). A stride of a sixteenth of the level
+//    (our first choice) still left 16 against 15 at 6.7 %, next to the 5 % sensitivity: on the
+//    16-core machine, noise took the level to 15 and 14 and the rules held it there (6 % slower).
 //
 // The paper's second guard against oversubscribing the machine (its isCPUUsageAcceptable(): no
 // increase while the whole system uses over 80% of its capacity) would cap a run at 80% of the
@@ -60,7 +62,7 @@ class ElasticLevel {
 
   size_t level() const noexcept { return level_; }
   // Whether the first search (doubling, then bisecting) is still on: its decisions compare levels
-  // at least a sixteenth apart (usually twice), so a shorter period tells them apart.
+  // at least a stride apart (usually twice), so a shorter period tells them apart.
   bool searching() const noexcept { return phase_ != Phase::kSteady; }
   // The throughput measured over the last period, which ran at level(), and the cores other
   // processes left free over it (unknown: all); returns the level for the next period.
@@ -80,6 +82,7 @@ class ElasticLevel {
   bool beats(double a, double b) const noexcept { return a > b && a - b > options_.sensitivity * b; }
   bool trusted(size_t level) const noexcept { return level >= 1 && level <= options_.max_level && records_[level].trusted; }
 
+  size_t stride_at(size_t level) const noexcept;
   // After a bisection probe (or a failed doubling): the next probe, or the steady rules at lo_.
   size_t next_probe();
 

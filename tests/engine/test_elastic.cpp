@@ -50,12 +50,12 @@ TEST(elastic_level_climbs_while_throughput_rises_and_settles_at_the_knee) {
   CHECK(holds(levels, 10, 8));
   CHECK_EQ(e.changes(), uint64_t{0});
   // The paper's Xeon (176 threads), throughput rising all the way: the top in 9 periods, not 175;
-  // one look a stride below (165, 6% less), and it stays at the top. With the paper's neighbours
+  // one look a stride below (158, 10% less), and it stays at the top. With the paper's neighbours
   // one level away (each 0.6% apart) the rules would walk down to about 20.
   runtime::ElasticLevel xeon({.max_level = 176});
   const auto up = drive(xeon, 40, [](size_t l, int) { return static_cast<double>(l); });
   CHECK_EQ(up[8], size_t{176});
-  CHECK_EQ(up[10], size_t{165});
+  CHECK_EQ(up[10], size_t{158});
   CHECK(holds(up, 11, 176));
   CHECK_EQ(e.changes(), uint64_t{0});
 }
@@ -90,6 +90,20 @@ TEST(elastic_level_holds_on_a_plateau_through_noise_and_outliers) {
   const auto searched = drive(paper, 300, curve);
   CHECK(paper.changes() >= 10);
   CHECK(!holds(searched, 20, 6));
+}
+
+// The top of a curve on 16 cores that gains only 4 % per level past 14 (the workers share the
+// cores with the ingress and the controller), under 3 % noise: one level up is within the 5 %
+// sensitivity, so with neighbours one level away the rules stopped at 15 (the 16-core machine held
+// 15 and 14, 6 % slower than 16 workers). Two levels away (16 against 14: 8 %) they hold the top.
+TEST(elastic_level_holds_the_top_of_a_flattening_curve_through_noise) {
+  runtime::ElasticLevel e({.max_level = 16});
+  const auto curve = [](size_t l, int p) {
+    const double base = l <= 14 ? static_cast<double>(l) : 14.0 * std::pow(1.04, static_cast<double>(l - 14));
+    return base * (1.0 + 0.03 * ((p * 7919) % 5 - 2) / 2.0);
+  };
+  const auto levels = drive(e, 200, curve);
+  CHECK(std::count(levels.begin() + 20, levels.end(), size_t{16}) >= 170);
 }
 
 TEST(elastic_level_explores_again_after_a_workload_change) {
