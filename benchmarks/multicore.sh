@@ -3,7 +3,8 @@
 # machine): builds the engine there, then runs benchmarks.threading (the IBM Streams paper's
 # shapes, at 1 to 16 workers and elastic), its full-size shapes (1,000 operators), runs ten times
 # longer (about 1.3 s at 16 workers) with elastic ones beside 8 and 16 workers, traced (plot them with
-# --plot or po.plot_thread_levels: the paper's Figure 11), and benchmarks.scaling. Each part writes its
+# --plot or po.plot_thread_levels: the paper's Figure 11), the paper's costs (1 to 100,000 flops:
+# 0 to 100 us) at about 2 s of work each, and benchmarks.scaling. Each part writes its
 # markdown to $OUT (default ./multicore-out) as it ends, under its own time limit, so a part that
 # overruns costs only itself.
 #     SCALE=0.01 benchmarks/multicore.sh   # a dry run of every part in seconds
@@ -16,7 +17,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 rows() { python3 -c "print(max(200, int($1 * $SCALE)))"; }
 nproc; python3 -c "import sys, pyarrow, nanobind; print(sys.version.split()[0], 'pyarrow', pyarrow.__version__, 'nanobind', nanobind.__version__)"
-PARTS=${PARTS:-threading threading-full trace scaling merge}
+PARTS=${PARTS:-threading threading-full trace sweep scaling merge}
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/wheels .whl/*.whl || exit 1; fi
 if [ -z "${PYTHONPATH_ENGINE:-}" ]; then
   start=$(date +%s)
@@ -40,6 +41,8 @@ part threading-full 90 benchmarks.threading --rows "$(rows 4000)" --depth 1000 -
 part trace 150 benchmarks.threading --rows "$(rows 200000)" --depth 100 --width 10 --costs 1 --threads 8,16 --repeat 2 \
   --most-parallel-rows "$(rows 20000000)" --only "ordered 8,ordered 16,ordered auto,dynamic 8,dynamic 16,dynamic auto" \
   --trace "$OUT/trace.json"
+part sweep 200 benchmarks.threading --rows "$(rows 20000)" --depth 100 --width 10 --costs 0,0.1,1,10,100 --work-s 2 \
+  --threads 1,4,16 --repeat 1
 part scaling 150 benchmarks.scaling --rows "$(rows 10000000)" --threads 1,2,4,8,16 --repeat 2 ${SCALING_ONLY:+--only "$SCALING_ONLY"}
 part merge 90 benchmarks.merge --rows "$(rows 2000000)" --inputs 4 20 --threads 16 --repeat 3
 rm -f "$OUT/build.log"; ls -la "$OUT"

@@ -2,6 +2,7 @@
 threading model, in interleaved rounds, printed as markdown.
 
     python -m benchmarks.threading [--rows 20000] [--depth 100] [--width 10] [--costs 0,1] [--threads 1,2]
+        [--work-s 2]
         [--repeat 2] [--shapes pipeline,parallel,mix] [--only "dynamic auto,ordered auto"]
         [--trace levels.json] [--plot DIR]
 
@@ -17,6 +18,13 @@ stage of its own, as each is a port of its own in the paper:
              that it does about the pipeline's work
   mix        ``width`` branches of the source, each a chain of ``depth / width`` operators, then a
              union (the paper: width 10 x depth 100)
+
+``--costs`` are microseconds of spinning per tuple and operator (about 1,000 flops per microsecond:
+the paper's costs of 1, 100, 1,000, 10,000 and 100,000 flops are about 0, 0.1, 1, 10 and 100).
+``--work-s`` sizes each cost's inputs to about that many seconds of operator work at one worker
+(the pipeline and the mix over ``work / (cost x depth)`` tuples, the parallel shape over ``depth``
+times that; at most ``--rows`` and ``--most-parallel-rows``), so that dear operators do not run for
+minutes and cheap ones do not end before an elastic level has measured anything.
 
 Contenders: ``threading="manual"``, ``"dedicated"`` (a thread per stage), the ordered runtime
 (``"ordered"``, CT) and ``"dynamic"`` (the free list) at each of ``--threads`` and with
@@ -99,6 +107,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", default="1,2", help="comma-separated fixed thread counts")
     parser.add_argument("--repeat", type=int, default=2, help="interleaved rounds; each contender's best counts")
     parser.add_argument("--shapes", default="pipeline,parallel,mix")
+    parser.add_argument("--work-s", type=float, default=None,
+                        help="size each cost's inputs to about this many seconds of work at one worker")
     parser.add_argument("--most-parallel-rows", type=int, default=5_000_000,
                         help="the parallel shape's rows: depth times --rows, at most this many")
     parser.add_argument("--only", default=None, help="comma-separated contenders (default all)")
@@ -123,7 +133,10 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---:|---:|---:|" + "---:|" * len(runs))
     verdicts = []
     for cost in costs:
-        made = shapes(args.rows, args.depth, args.width, cost, args.most_parallel_rows)
+        rows = args.rows
+        if args.work_s and cost > 0:
+            rows = max(200, min(args.rows, int(args.work_s / (cost * 1e-6 * args.depth))))
+        made = shapes(rows, args.depth, args.width, cost, args.most_parallel_rows)
         for name in chosen:
             build, operators, rows = made[name]
             best = {c: float("inf") for c in runs}
