@@ -329,6 +329,19 @@ Output* Pipeline::prepare(const std::vector<Edge>& consumers, const std::vector<
   out->entry_ns = entry_ns;
   out->works.resize(consumers.size());
   const int64_t rows = batch.num_rows();
+  const int64_t m = morsel_rows_ != 0 ? morsel_rows_ : source != nullptr ? morsel_rows_for(rows, threads_) : kMaxMorsel;
+  // Where the morsels end, the same for every consumer: every m rows, except at an elastic run's
+  // start (slow_start_rows_).
+  std::vector<int64_t> ends;
+  for (int64_t start = 0; start < rows;) {
+    int64_t len = std::min(m, rows - start);
+    if (source != nullptr && options_.elastic && morsel_rows_ == 0 && slow_start_rows_ < m) {
+      len = std::min(len, slow_start_rows_);
+      slow_start_rows_ *= 2;
+    }
+    start += len;
+    ends.push_back(start);
+  }
   for (size_t c = 0; c < consumers.size(); ++c) {
     const Stage& st = *stages_[consumers[c].stage];
     std::vector<Work*>& works = out->works[c];
@@ -336,11 +349,11 @@ Output* Pipeline::prepare(const std::vector<Edge>& consumers, const std::vector<
       add_pulse(st, works, batch, bound, entry_ns);
       continue;
     }
-    const int64_t m = morsel_rows_ != 0 ? morsel_rows_ : source != nullptr ? morsel_rows_for(rows, threads_) : kMaxMorsel;
     std::vector<uint64_t> hashes;
     if (st.kind == ops::OpKind::kPartitioned) key_hashes(batch, st.keys, hashes);
-    for (int64_t start = 0; start < rows; start += m) {
-      const int64_t len = std::min(m, rows - start);
+    for (size_t e = 0; e < ends.size(); ++e) {
+      const int64_t start = e == 0 ? 0 : ends[e - 1];
+      const int64_t len = ends[e] - start;
       auto* w = new Work;
       w->batch = batch.slice(start, len);
       w->entry_ns.store(entry_ns, std::memory_order_relaxed);
@@ -681,7 +694,7 @@ void Pipeline::elastic_main() {
   };
   int64_t last_at = now_ns();
   double last_taken = taken(last_at);
-  bool judged = false;  // the first period is the fill, not judged
+  bool filled = false;  // the first period is the fill, not judged
   std::unique_lock lock(elastic_mutex_);
   for (;;) {
     const auto period = control.searching()
@@ -701,8 +714,8 @@ void Pipeline::elastic_main() {
     const double free_cores = cpu.sample();
     levels_.push_back({at - std::chrono::duration_cast<std::chrono::nanoseconds>(start_.time_since_epoch()).count(),
                        ran, rate, free_cores});
-    if (judged && from_known) level_.store(control.observe(rate, free_cores), std::memory_order_relaxed);
-    judged = true;
+    if (filled && from_known) level_.store(control.observe(rate, free_cores), std::memory_order_relaxed);
+    filled = true;
     last_at = at;
     last_taken = n;
     wake();

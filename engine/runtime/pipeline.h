@@ -357,6 +357,12 @@ class Pipeline : public BatchSource {
     std::atomic<size_t> stage{0};
   };
   std::unique_ptr<InFlight[]> in_flight_;  // threads_ + 1 (the guest index), elastic runs only
+  // Elastic runs (with the adaptive morsel size): the first source morsels are this small and
+  // double, 64, 128, ... up to the usual size, so that steps end and costs are known within the
+  // controller's first periods (a step of the usual 32,768 tuples at 10 us each lasts 0.33 s, and
+  // until one ends nothing can be measured: the level waited at 1 for 15-21 periods). Read and
+  // doubled only where a source's batch is cut (prepare), which the ingress alone does.
+  int64_t slow_start_rows_ = 64;
 };
 
 }  // namespace pao::runtime

@@ -203,6 +203,31 @@ def test_the_ingress_runs_operators_while_back_pressure_holds_it():
     assert p.run(threading="manual").stats()["ingress_steps"] == 0  # no ingress thread there
 
 
+def test_an_elastic_run_starts_with_small_morsels_that_double():
+    """threads="auto" cuts its first source morsels at 64, 128, 256, ... rows up to the usual size
+    (rows / (2 x cores), within 64..32768), so that the controller knows its operators' costs within
+    its first periods; a fixed thread count cuts the usual size from the start. Same result."""
+    rows = 10_000
+    table = pa.table({"ts": np.arange(rows, dtype=np.int64), "v": np.arange(rows, dtype=np.float64)})
+    p = po.Pipeline(table, time="ts").with_columns(u=po.col("v") * 2)
+    cores = os.cpu_count() or 1
+    usual = min(max(-(-rows // (2 * cores)), 64), 32768)
+    cuts, start, small = [], 0, 64
+    while start < rows:
+        length = min(usual, rows - start)
+        if small < usual:
+            length = min(length, small)
+            small *= 2
+        cuts.append(length)
+        start += length
+    fixed = p.run(threads=cores, fuse=False)
+    elastic = p.run(threads="auto", fuse=False)
+    assert elastic.to_arrow().equals(fixed.to_arrow())
+    assert fixed.stats()["operators"][0]["morsels"] == -(-rows // usual)
+    assert elastic.stats()["operators"][0]["morsels"] == len(cuts)
+    assert cuts[:2] == [64, 128]
+
+
 def test_threads_auto_adapts_the_level_and_keeps_the_result():
     """threads="auto": the elastic controller reports a level per period (100 ms), from one worker
     up to the cores, and the result equals a fixed thread count's."""
