@@ -1,8 +1,10 @@
 #pragma once
 // The ordered runtime's own bookkeeping (pipeline.h's Pipeline): morsels (Work) and their pieces,
 // what an operator hands its reorder buffer, and the state of each source and each stage. Shared by
-// the units of runtime/: pipeline.cpp (building, moving and processing morsels), pipeline_pick.cpp
-// (the scheduling heuristics) and pipeline_results.cpp (result queues and statistics).
+// the units of runtime/: pipeline.cpp (building, moving and processing morsels), pipeline_ingress.cpp
+// (the ingress thread and helpers), pipeline_pick.cpp (the scheduling heuristics),
+// pipeline_elastic.cpp (the elastic controller) and pipeline_results.cpp (result queues and
+// statistics).
 #include <atomic>
 #include <cstdint>
 #include <memory>
