@@ -18,8 +18,8 @@ namespace pao::runtime {
 //
 // The fill and the first search run on a quarter of `elastic_period` (at least 10 ms, never more
 // than it): their comparisons are between levels that differ by half or more, which a short
-// measurement tells apart, and a run spends those periods below its best level (on 16 cores, five
-// periods of 100 ms were the whole of a 0.5 s run). The steady rules, which judge 5 % differences
+// measurement tells apart, and a run spends those periods below its best level (on 16 cores the
+// fill and the climb to 16 took 0.5 s of 100 ms periods, three times a 0.16 s benchmark run). The steady rules, which judge 5 % differences
 // between neighbours, get the whole period. (A longer period for large morsels, until it held 8
 // completed morsels per worker, measured worse on runs of a second than the credit below: a run of
 // large morsels then spends even longer at one worker.)
