@@ -435,11 +435,20 @@ class KeyedWindows final : public Operator {
     for (size_t i = 0; i < partitions; ++i) parts_.push_back(std::make_unique<Partition>(*this));
   }
 
+  // In two passes, so that the aggregates run column by column. The first walks the rows: keys,
+  // times, the windows each row updates (as (row, slot) pairs) and the windows it closes (events,
+  // each placed before its row's pairs), writing the closed windows' start, end and key columns.
+  // The second runs each aggregate over the pairs in runs between events, one dispatch per run,
+  // emitting and resetting each event's slot where it falls: a closed window's state then holds
+  // exactly the key's rows before the closing row, as when every row did everything in turn.
   Piece process_rows(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
     Partition& p = *parts_.at(partition);
     // Keys in bulk (KeyTable::ids): new keys are numbered in row order, so a key's first row
     // still finds it equal to the number of keys seen before.
     p.keys.ids(in, rows, p.ids);
+    p.pair_rows.clear();
+    p.pair_slots.clear();
+    p.events.clear();
     for (size_t i = 0; i < rows.size(); ++i) {
       const int64_t row = rows[i];
       const int64_t t = time_.at(in, row);
@@ -457,20 +466,30 @@ class KeyedWindows final : public Operator {
         const OpenWindows open = p.open[key];
         const int64_t close_to = std::min(open.last, kf - 1);
         for (int64_t k = open.first; k <= close_to; ++k) {
-          close_window(p, key, k, p.out);
+          write_window(p, key, k, p.out);
+          p.events.push_back({p.pair_rows.size(), slot_of(key, k)});
           p.source_rows.push_back(row);
         }
       }
       p.last[key] = t;
       p.open[key] = {kf, kl};
-      if (kf > kl) continue;  // in a gap between windows
-      for (size_t a = 0; a < prototypes_.size(); ++a) {
-        if (prototypes_[a].needs_value()) p.values[a] = prototypes_[a].read(in, row);
+      for (int64_t k = kf; k <= kl; ++k) {  // none in a gap between windows (kf > kl)
+        p.pair_rows.push_back(row);
+        p.pair_slots.push_back(slot_of(key, k));
       }
-      for (int64_t k = kf; k <= kl; ++k) {
-        const uint32_t slot = slot_of(key, k);
-        for (size_t a = 0; a < p.aggs.size(); ++a) p.aggs[a].update(slot, p.values[a]);
+    }
+    const size_t first_agg = 2 + key_columns_.size();
+    for (size_t a = 0; a < p.aggs.size(); ++a) {
+      window::AggStates& agg = p.aggs[a];
+      ColumnBuilder& column = p.out[first_agg + a];
+      size_t done = 0;
+      for (const Event& e : p.events) {
+        agg.update_indexed(p.pair_slots.data() + done, in, p.pair_rows.data() + done, e.pair - done);
+        done = e.pair;
+        agg.emit(e.slot, column);
+        agg.reset(e.slot);
       }
+      agg.update_indexed(p.pair_slots.data() + done, in, p.pair_rows.data() + done, p.pair_rows.size() - done);
     }
     if (p.source_rows.empty()) return {};
     Piece piece{finish_batch(output_, p.out), std::move(p.source_rows)};
@@ -526,6 +545,12 @@ class KeyedWindows final : public Operator {
   }
 
  private:
+  // A window closed in process_rows: emitted from `slot` before the pairs from `pair` on.
+  struct Event {
+    size_t pair;
+    uint32_t slot;
+  };
+
   // The windows [first, last] (by k) of a key's latest tuple: its open windows.
   struct OpenWindows {
     int64_t first = 0;
@@ -535,17 +560,21 @@ class KeyedWindows final : public Operator {
   // One partition's state; only the worker running that partition touches it.
   struct Partition {
     explicit Partition(const KeyedWindows& op)
-        : keys(*op.input_, op.key_columns_), aggs(op.prototypes_), values(op.prototypes_.size()) {
+        : keys(*op.input_, op.key_columns_), aggs(op.prototypes_) {
       for (const Field& f : op.output_->fields) out.emplace_back(f.type);
     }
     KeyTable keys;
     std::vector<window::AggStates> aggs;  // per aggregate: slot id * ring + (k mod ring)
     std::vector<int64_t> last;            // per key id: the time of its latest tuple
     std::vector<OpenWindows> open;        // per key id: the windows containing its latest tuple
-    std::vector<window::Value> values;    // the current tuple's aggregate inputs
     std::vector<ColumnBuilder> out;       // the current call's output rows
     std::vector<int64_t> source_rows;
     std::vector<uint32_t> ids;            // the key ids of the rows at hand (KeyTable::ids)
+    // process_rows' passes: the (row, slot) pairs the rows update, in row order, and the windows
+    // they close, each before the pairs from `pair` on.
+    std::vector<int64_t> pair_rows;
+    std::vector<uint32_t> pair_slots;
+    std::vector<Event> events;
   };
 
   uint32_t slot_of(uint32_t key, int64_t k) const noexcept {
@@ -569,13 +598,18 @@ class KeyedWindows final : public Operator {
     }
   }
 
-  // Appends key `key`'s window k as one output row and frees its slot for a later window.
-  void close_window(Partition& p, uint32_t key, int64_t k, std::vector<ColumnBuilder>& out) {
+  // Appends key `key`'s window k's start, end and key to an output row (its aggregates follow).
+  void write_window(Partition& p, uint32_t key, int64_t k, std::vector<ColumnBuilder>& out) {
     const int64_t start = window_.start(k);
     const int64_t end = window_.end(k);
     out[0].append_fixed(&start);
     out[1].append_fixed(&end);
     p.keys.append(key, out, 2);
+  }
+
+  // Appends key `key`'s window k as one output row and frees its slot for a later window.
+  void close_window(Partition& p, uint32_t key, int64_t k, std::vector<ColumnBuilder>& out) {
+    write_window(p, key, k, out);
     const size_t first_agg = 2 + key_columns_.size();
     const uint32_t slot = slot_of(key, k);
     for (size_t a = 0; a < p.aggs.size(); ++a) {

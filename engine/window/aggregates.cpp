@@ -318,12 +318,12 @@ void AggStates::update_each(AggStates* const* states, const uint32_t* slots, siz
   for (size_t i = 0; i < n; ++i) states[i]->update(slots[i], v, at);
 }
 
-void AggStates::update_rows(const uint32_t* slots, const Batch& batch, int64_t first, size_t n, const int64_t* times,
-                            uint32_t input, uint64_t position) {
+// update(slots[i], read(batch, row_of(i)), at_of(i)) for i < n, with one dispatch on the function
+// for the run: update_rows (contiguous rows) and update_indexed (a piece's rows) share it.
+template <class RowOf, class AtOf>
+void AggStates::update_many(const uint32_t* slots, const Batch& batch, size_t n, RowOf row_of, AtOf at_of) {
   if (order_sensitive(kind_)) {
-    for (size_t i = 0; i < n; ++i) {
-      update(slots[i], read(batch, first + static_cast<int64_t>(i)), OrderKey::of(times[i], input, position + i));
-    }
+    for (size_t i = 0; i < n; ++i) update(slots[i], read(batch, row_of(i)), at_of(i));
     return;
   }
   if (column_ < 0) {  // count()
@@ -333,19 +333,31 @@ void AggStates::update_rows(const uint32_t* slots, const Batch& batch, int64_t f
   const Column& c = batch.column(static_cast<size_t>(column_));
   const bool all_valid = !c.may_have_nulls();
   if (kind_ == AggKind::kCount) {
-    for (size_t i = 0; i < n; ++i) cells_[slots[i]].n += all_valid || c.is_valid(first + static_cast<int64_t>(i));
+    for (size_t i = 0; i < n; ++i) cells_[slots[i]].n += all_valid || c.is_valid(row_of(i));
     return;
   }
   if ((kind_ == AggKind::kSum || kind_ == AggKind::kMean) && in_type_.id == TypeId::kFloat64) {
-    const double* v = c.typed<double>() + first;
+    const double* v = c.typed<double>();
     for (size_t i = 0; i < n; ++i) {
-      if (!all_valid && !c.is_valid(first + static_cast<int64_t>(i))) continue;
+      const int64_t row = row_of(i);
+      if (!all_valid && !c.is_valid(row)) continue;
       ++cells_[slots[i]].n;
-      add_float(slots[i], v[i]);
+      add_float(slots[i], v[row]);
     }
     return;
   }
-  for (size_t i = 0; i < n; ++i) update(slots[i], read(batch, first + static_cast<int64_t>(i)));
+  for (size_t i = 0; i < n; ++i) update(slots[i], read(batch, row_of(i)));
+}
+
+void AggStates::update_rows(const uint32_t* slots, const Batch& batch, int64_t first, size_t n, const int64_t* times,
+                            uint32_t input, uint64_t position) {
+  update_many(
+      slots, batch, n, [first](size_t i) { return first + static_cast<int64_t>(i); },
+      [times, input, position](size_t i) { return OrderKey::of(times[i], input, position + i); });
+}
+
+void AggStates::update_indexed(const uint32_t* slots, const Batch& batch, const int64_t* rows, size_t n) {
+  update_many(slots, batch, n, [rows](size_t i) { return rows[i]; }, [](size_t) { return OrderKey{}; });
 }
 
 void AggStates::merge(uint32_t slot, const AggStates& from, uint32_t from_slot) {

@@ -75,6 +75,10 @@ class AggStates {
   // folding of a checkpoint's window states, window/window_states.h).
   void update_rows(const uint32_t* slots, const Batch& batch, int64_t first, size_t n, const int64_t* times,
                    uint32_t input, uint64_t position);
+  // update(slots[i], read(batch, rows[i])) for i < n, in that order (first and last: by it, with
+  // the default OrderKey): one dispatch for a run of a piece's rows (the pipeline's keyed
+  // window_aggregate, ops/windowed.cpp).
+  void update_indexed(const uint32_t* slots, const Batch& batch, const int64_t* rows, size_t n);
   // Folds `from`'s state at `from_slot` into `slot`, as if its tuples came after this slot's
   // (first and last: unless their OrderKeys say otherwise).
   void merge(uint32_t slot, const AggStates& from, uint32_t from_slot);
@@ -123,6 +127,8 @@ class AggStates {
 
   // Float sums: adds to the cell's ExactSum, moving to a WideSum when it no longer fits.
   void add_float(uint32_t slot, double x);
+  template <class RowOf, class AtOf>
+  void update_many(const uint32_t* slots, const Batch& batch, size_t n, RowOf row_of, AtOf at_of);
   void merge_float(uint32_t slot, const AggStates& from, uint32_t from_slot);
   // A non-empty `o` folded into `c` when both sums are ExactSums and the result still fits (an
   // empty `c` takes `o`'s state); false, with nothing changed, otherwise.
