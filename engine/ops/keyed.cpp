@@ -369,14 +369,7 @@ class Running final : public AppendingOperator<RunningPart> {
     for (size_t j = 0; j < part.aggs.size(); ++j) {
       window::AggStates& a = part.aggs[j];
       if (keys > a.size()) a.resize(std::max<size_t>({16, 2 * a.size(), keys}));
-      const bool reads = a.needs_value();
-      for (size_t i = 0; i < rows.size(); ++i) {
-        if (const size_t ahead = i + KeyTable::kPrefetchAhead; ahead < rows.size()) a.prefetch(part.ids[ahead]);
-        const uint32_t id = part.ids[i];
-        if (epoch_ && part.restarts[i]) a.reset(id);
-        a.update(id, reads ? a.read(in, rows[i]) : window::Value());
-        a.emit(id, added[j]);
-      }
+      a.run_indexed(part.ids.data(), in, rows.data(), epoch_ ? part.restarts.data() : nullptr, rows.size(), added[j]);
     }
     return appended(rows, added);
   }

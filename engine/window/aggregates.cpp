@@ -360,6 +360,49 @@ void AggStates::update_indexed(const uint32_t* slots, const Batch& batch, const 
   update_many(slots, batch, n, [rows](size_t i) { return rows[i]; }, [](size_t) { return OrderKey{}; });
 }
 
+void AggStates::run_indexed(const uint32_t* slots, const Batch& batch, const int64_t* rows, const uint8_t* restarts,
+                            size_t n, ColumnBuilder& out) {
+  // Requests the state of the row kAhead places on (its key's slot is data-dependent).
+  constexpr size_t kAhead = 8;
+  const auto ahead = [&](size_t i) {
+    if (i + kAhead < n) prefetch(slots[i + kAhead]);
+  };
+  const Column* c = column_ >= 0 ? &batch.column(static_cast<size_t>(column_)) : nullptr;
+  const bool all_valid = c == nullptr || !c->may_have_nulls();
+  if (kind_ == AggKind::kCount) {  // count() and count(column): the counts, in bulk
+    auto* o = reinterpret_cast<int64_t*>(out.append_fixed_n(static_cast<int64_t>(n)));
+    for (size_t i = 0; i < n; ++i) {
+      ahead(i);
+      Cell& cell = cells_[slots[i]];
+      if (restarts != nullptr && restarts[i]) cell.n = 0;  // a count's whole state
+      cell.n += all_valid || c->is_valid(rows[i]);
+      o[i] = cell.n;
+    }
+    return;
+  }
+  if (!order_sensitive(kind_) && (kind_ == AggKind::kSum || kind_ == AggKind::kMean) &&
+      in_type_.id == TypeId::kFloat64) {
+    const double* v = c->typed<double>();
+    for (size_t i = 0; i < n; ++i) {
+      ahead(i);
+      const uint32_t slot = slots[i];
+      if (restarts != nullptr && restarts[i]) reset(slot);
+      if (all_valid || c->is_valid(rows[i])) {
+        ++cells_[slot].n;
+        add_float(slot, v[rows[i]]);
+      }
+      emit(slot, out);
+    }
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    ahead(i);
+    if (restarts != nullptr && restarts[i]) reset(slots[i]);
+    update(slots[i], c != nullptr ? read(batch, rows[i]) : Value());
+    emit(slots[i], out);
+  }
+}
+
 void AggStates::merge(uint32_t slot, const AggStates& from, uint32_t from_slot) {
   Cell& c = cells_[slot];
   const Cell& o = from.cells_[from_slot];

@@ -79,6 +79,12 @@ class AggStates {
   // the default OrderKey): one dispatch for a run of a piece's rows (the pipeline's keyed
   // window_aggregate, ops/windowed.cpp).
   void update_indexed(const uint32_t* slots, const Batch& batch, const int64_t* rows, size_t n);
+  // A running aggregate over a piece's rows: for each i < n in order, reset(slots[i]) where
+  // restarts (if given) has restarts[i], update(slots[i], read(batch, rows[i])), emit(slots[i],
+  // out). One dispatch for the run (the pipeline's `running`, ops/keyed.cpp); counts are written
+  // into the output in bulk.
+  void run_indexed(const uint32_t* slots, const Batch& batch, const int64_t* rows, const uint8_t* restarts,
+                   size_t n, ColumnBuilder& out);
   // Folds `from`'s state at `from_slot` into `slot`, as if its tuples came after this slot's
   // (first and last: unless their OrderKeys say otherwise).
   void merge(uint32_t slot, const AggStates& from, uint32_t from_slot);
