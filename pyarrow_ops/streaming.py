@@ -213,8 +213,16 @@ class LiveAggregate:
                     self._logs[input].add_sent(batch, floor)
                 if taken is not None:
                     self._logs[input].add_taken(pa.record_batch(taken), buffer.watermark)
+                if final:
+                    self._logs[input].taken.clear()  # finish released every held row
                 self._logs[input].promise_at_least(CLOSED if final else buffer.watermark)
             self._positions[input] += rows
+            if final:
+                # Closed in the same step as the rows finish released are logged as sent: a
+                # snapshot taken before the engine's close would otherwise see them sent, and
+                # again as held (above an unchanged watermark) on an input still open, and its
+                # restore would release them twice, out of order (a kill/restore run found it).
+                self._closed[input] = True
             watermark = None if final else buffer.watermark
         self._forward(input, released, watermark)
 
@@ -387,6 +395,7 @@ class LiveAggregate:
                 elif self._logs is not None:
                     with self._state[input]:
                         self._logs[input].promise_at_least(CLOSED)
+                        self._closed[input] = True  # as with lateness (_through): one step
                 self._handle.close(input)
                 self._closed[input] = True
         finally:
