@@ -390,14 +390,16 @@ class LiveAggregate:
         try:
             with self._locks[input]:
                 self._refuse_if_closed(input, "close")
+                # Marked closed under the input's state lock, with what a snapshot reads of the
+                # input (for lateness, in _through), before the engine's close.
                 if self._lateness is not None:
                     self._through(input, self._lateness[input].finish, final=True)
-                elif self._logs is not None:
+                else:
                     with self._state[input]:
-                        self._logs[input].promise_at_least(CLOSED)
-                        self._closed[input] = True  # as with lateness (_through): one step
+                        if self._logs is not None:
+                            self._logs[input].promise_at_least(CLOSED)
+                        self._closed[input] = True
                 self._handle.close(input)
-                self._closed[input] = True
         finally:
             self._spoke(input)
         if all(self._closed):

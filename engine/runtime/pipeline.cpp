@@ -328,17 +328,15 @@ Output* Pipeline::prepare(const std::vector<Edge>& consumers, const std::vector<
   out->works.resize(consumers.size());
   const int64_t rows = batch.num_rows();
   const int64_t m = morsel_rows_ != 0 ? morsel_rows_ : source != nullptr ? morsel_rows_for(rows, threads_) : kMaxMorsel;
-  // Where the morsels end, the same for every consumer: every m rows, except at an elastic run's
-  // start (slow_start_rows_).
-  std::vector<int64_t> ends;
-  for (int64_t start = 0; start < rows;) {
-    int64_t len = std::min(m, rows - start);
-    if (source != nullptr && options_.elastic && morsel_rows_ == 0 && slow_start_rows_ < m) {
-      len = std::min(len, slow_start_rows_);
-      slow_start_rows_ *= 2;
+  // Morsels of m rows, except the first ones of an elastic run's start (slow_start_rows_), whose
+  // lengths are decided once here so that every consumer gets the same cut. Usually empty: no
+  // allocation on this path.
+  std::vector<int64_t> small;
+  if (source != nullptr && options_.elastic && morsel_rows_ == 0) {
+    for (int64_t covered = 0; covered < rows && slow_start_rows_ < m; slow_start_rows_ *= 2) {
+      small.push_back(std::min(slow_start_rows_, rows - covered));
+      covered += small.back();
     }
-    start += len;
-    ends.push_back(start);
   }
   for (size_t c = 0; c < consumers.size(); ++c) {
     const Stage& st = *stages_[consumers[c].stage];
@@ -349,9 +347,9 @@ Output* Pipeline::prepare(const std::vector<Edge>& consumers, const std::vector<
     }
     std::vector<uint64_t> hashes;
     if (st.kind == ops::OpKind::kPartitioned) key_hashes(batch, st.keys, hashes);
-    for (size_t e = 0; e < ends.size(); ++e) {
-      const int64_t start = e == 0 ? 0 : ends[e - 1];
-      const int64_t len = ends[e] - start;
+    size_t e = 0;
+    for (int64_t start = 0, len = 0; start < rows; start += len) {
+      len = e < small.size() ? small[e++] : std::min(m, rows - start);
       auto* w = new Work;
       w->batch = batch.slice(start, len);
       w->entry_ns.store(entry_ns, std::memory_order_relaxed);

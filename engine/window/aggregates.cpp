@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/key_table.h"
 
 namespace pao::window {
 
@@ -362,10 +363,10 @@ void AggStates::update_indexed(const uint32_t* slots, const Batch& batch, const 
 
 void AggStates::run_indexed(const uint32_t* slots, const Batch& batch, const int64_t* rows, const uint8_t* restarts,
                             size_t n, ColumnBuilder& out) {
-  // Requests the state of the row kAhead places on (its key's slot is data-dependent).
-  constexpr size_t kAhead = 8;
+  // Requests the state of the row KeyTable::kPrefetchAhead places on (its key's slot is
+  // data-dependent, as the key table's probes are).
   const auto ahead = [&](size_t i) {
-    if (i + kAhead < n) prefetch(slots[i + kAhead]);
+    if (i + KeyTable::kPrefetchAhead < n) prefetch(slots[i + KeyTable::kPrefetchAhead]);
   };
   const Column* c = column_ >= 0 ? &batch.column(static_cast<size_t>(column_)) : nullptr;
   const bool all_valid = c == nullptr || !c->may_have_nulls();
