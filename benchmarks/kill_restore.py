@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 SCENARIOS = ("live-mq", "live-mqlf", "live-tumlsc", "live-sliced", "live-tumlmc", "live-wiml", "live-lateness",
-             "live-sessions", "pipeline", "pipeline-parquet", "graph")
+             "live-sessions", "pipeline", "pipeline-parquet", "graph", "live-pipeline")
 SCHEMA = pa.schema([("t", pa.int64()), ("k", pa.string()), ("v", pa.float64())])
 
 
@@ -39,7 +39,7 @@ def _inputs(scenario: str, rows: int) -> list[pa.Table]:
     out = []
     for _ in range(3):
         times = np.cumsum(rng.integers(0, 3, rows)).astype(np.int64)
-        if scenario == "live-lateness":  # out of order within 40, a few rows beyond it
+        if scenario in ("live-lateness", "live-pipeline"):  # out of order within 40, a few rows beyond it
             from benchmarks.lateness import arrival_within
 
             times = times[arrival_within(times, 40)]
@@ -69,6 +69,9 @@ def child(scenario: str, directory: Path, rows: int, every: int, fsync_kill: int
     resume = checkpoints.is_dir() and any(p.name.isdigit() for p in checkpoints.iterdir())
     inputs = _inputs(scenario, rows)
     out = directory / ("out.parquet" if scenario.endswith("parquet") else "out.arrow")
+    if scenario == "live-pipeline":
+        _live_pipeline(inputs, directory, out, checkpoints, every, resume)
+        return
     if scenario.startswith("live"):
         if resume:
             live = po.restore(checkpoints)
@@ -111,6 +114,35 @@ def child(scenario: str, directory: Path, rows: int, every: int, fsync_kill: int
         p.run(threads=2).write_ipc(out, **kw)
     else:
         p.run(threads=2).write_parquet(out, **kw)
+
+
+def _live_pipeline(inputs: list[pa.Table], directory: Path, out: Path, checkpoints: Path, every: int,
+                   resume: bool) -> None:
+    """A pipeline over three journaled live inputs, out of order within a bound (rows later than it
+    dropped): its producers push on from where the restored journals end."""
+    import pyarrow_ops as po
+    from pyarrow_ops import col
+
+    lives = [po.LiveInput(SCHEMA, journal=directory / f"journal-{i}") for i in range(3)]
+    p = (po.Pipeline(lives, time="t", lateness=40, late="drop").filter(col("v") > -5)
+         .sessionize("k", gap=20).running("k", {"n": po.count(), "s": po.sum("v")}))
+    result = po.restore(checkpoints, inputs=[lives]) if resume else p.run(threads=2)
+
+    def produce(i: int) -> None:
+        for batch in inputs[i].slice(lives[i].position).to_batches(max_chunksize=499):
+            lives[i].push(batch)
+        if not lives[i].closed:
+            lives[i].close()
+
+    producers = [threading.Thread(target=produce, args=(i,)) for i in range(3)]
+    for t in producers:
+        t.start()
+    if resume:
+        result.write_ipc()
+    else:
+        result.write_ipc(out, rows_per_batch=1000, checkpoint_dir=checkpoints, checkpoint_every=every)
+    for t in producers:
+        t.join()
 
 
 def _command(scenario: str, directory: Path, rows: int, every: int, fsync_kill: int | None) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time as time_module
@@ -11,9 +12,11 @@ from typing import Any
 import pyarrow as pa
 
 from pyarrow_ops import _engine
+from pyarrow_ops.checkpoint import CheckpointError
 from pyarrow_ops.idle import IdleInputs
 from pyarrow_ops.idle import watch as idle_watch
 from pyarrow_ops.io import conform
+from pyarrow_ops.journal import Journal
 from pyarrow_ops.retention import times_of
 from pyarrow_ops.windows import time_value
 
@@ -31,6 +34,11 @@ class LiveInput:
     holds the others back. A push, heartbeat or close after :meth:`close` raises
     :class:`UsageError` and changes nothing.
 
+    ``journal``: a directory where every pushed batch and heartbeat is written down before the run
+    reads it (pyarrow_ops/journal.py), so that a run over this input can be checkpointed and
+    restored exactly: restore with a new ``LiveInput`` on the same journal and push on from its
+    :attr:`position` (docs/checkpoints.md, "Live inputs").
+
     >>> import threading, pyarrow as pa, pyarrow_ops as po
     >>> live = po.LiveInput(pa.schema([("ts", pa.int64()), ("user", pa.int64())]))
     >>> result = po.Pipeline(live, time="ts").sessionize("user", gap=10).run(threads=2)
@@ -44,10 +52,17 @@ class LiveInput:
 
     _END = object()
 
-    def __init__(self, schema: pa.Schema, max_batches: int = 16) -> None:
+    def __init__(self, schema: pa.Schema, max_batches: int = 16, *,
+                 journal: str | os.PathLike[str] | None = None) -> None:
         if not isinstance(schema, pa.Schema):
             raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
         self.schema = schema
+        self._journal = None if journal is None else Journal(journal, schema)
+        self._rows = 0  # rows pushed (with a journal: written down)
+        # A restored run's journaled items, read back before anything in the queue (resume()).
+        self._replay: Iterator[pa.RecordBatch | int] | None = None
+        self._replaying = False
+        self._closed_on_replay = False  # the snapshot's input had closed: its replay ends the input
         # Batches, heartbeats (ints: the time column's stored integer) and the end marker.
         self._queue: queue.Queue[Any] = queue.Queue(max_batches)
         self._closed = False
@@ -65,6 +80,12 @@ class LiveInput:
         # push(), heartbeat() and close() may come from several threads: the closed check and the
         # queueing must be one step, or a push could slip in behind the end marker and be lost.
         self._lock = threading.Lock()
+        # The journal and the counts and promises a snapshot records: taken inside self._lock, for
+        # a moment, never while waiting for room in the queue. A snapshot takes it alone: the
+        # thread taking it reads the run's output, so waiting on a push that waits on the run
+        # would wait forever. A snapshot may see an item written down and not yet queued: a
+        # restore replays it, as the producer's push would have delivered it.
+        self._journal_lock = threading.Lock()
 
     def _bind(self, label: str, time: str | None) -> None:
         # A pipeline (merge, aggregate) takes it: errors name it as the merge does, and heartbeats
@@ -72,6 +93,19 @@ class LiveInput:
         self._label = label
         if time is not None and time in self.schema.names:
             self._time, self._time_type = time, self.schema.field(time).type
+
+    @property
+    def position(self) -> int:
+        """Rows pushed so far; after a restore, the rows the journal held at the snapshot (push
+        your source on from this row)."""
+        with self._journal_lock:
+            return self._rows
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (after a restore: before the snapshot)."""
+        with self._journal_lock:
+            return self._closed
 
     def _refuse_if_closed(self, call: str) -> None:
         if self._closed:
@@ -99,10 +133,16 @@ class LiveInput:
                 self._pushed += 1
                 if b.num_rows == 0:
                     continue  # nothing to say: queued, it would make the engine wait for the next item
+                last = self._last
                 if self._time is not None:
-                    last = times_of(b.slice(b.num_rows - 1), self._time)[0].as_py()
-                    if last is not None:  # a null time fails the run where the engine reads it
-                        self._last = last
+                    t = times_of(b.slice(b.num_rows - 1), self._time)[0].as_py()
+                    if t is not None:  # a null time fails the run where the engine reads it
+                        last = t
+                with self._journal_lock:
+                    if self._journal is not None:
+                        self._journal.write(b)  # written down before the engine can read it
+                    self._rows += b.num_rows
+                    self._last = last
                 self._put(b)
 
     def _put(self, item: Any) -> None:
@@ -157,8 +197,14 @@ class LiveInput:
         # would make a reader that saw this input ready wait for the next one.
         floor = self._floor()
         if floor is None or value > floor:
-            self._queue.put(value, block=wait)  # without waiting: queue.Full, and nothing changed
-        self._heartbeat = value
+            if not wait and self._queue.full():
+                raise queue.Full  # nothing changed
+            if self._journal is not None:  # with lateness= a heartbeat decides which rows are late
+                with self._journal_lock:
+                    self._journal.heartbeat(value)
+            self._queue.put(value, block=wait)  # only threads holding self._lock put: the room stays
+        with self._journal_lock:
+            self._heartbeat = value
 
     def close(self) -> None:
         """Ends the input: nothing more will be pushed. Closing twice is a :class:`UsageError`."""
@@ -166,7 +212,10 @@ class LiveInput:
         def end() -> None:
             with self._lock:
                 self._refuse_if_closed("close")
-                self._closed = True
+                with self._journal_lock:
+                    self._closed = True
+                    if self._journal is not None:
+                        self._journal.close()
                 self._put(LiveInput._END)
                 self._helper = None  # nothing more to push: the run need not be kept
 
@@ -192,14 +241,46 @@ class LiveInput:
         return max(known) if known else None
 
     def _items(self) -> Iterator[pa.RecordBatch | int]:
+        if self._replay is not None:
+            yield from self._replay
+            self._replaying = False
+            if self._closed_on_replay:
+                return
         while (item := self._queue.get()) is not LiveInput._END:
             yield item
+
+    def _saved(self) -> dict[str, Any]:
+        """What a snapshot records of this input: its journal's items (made durable) and its
+        promises. Every row the run has read is among those items: they were written before
+        queued."""
+        if self._journal is None:
+            raise CheckpointError(f"a run over {self._label} cannot be checkpointed: its rows cannot be read again. "
+                                  "Give it journal= (a directory) to write them down as they are pushed")
+        with self._journal_lock:
+            return {"journal": self._journal.sync(), "rows": self._rows, "batches": self._pushed,
+                    "last": self._last, "heartbeat": self._heartbeat, "closed": self._closed}
+
+    def _resume(self, saved: dict[str, Any]) -> None:
+        """Before a restored run starts: the journal's items up to the snapshot come first."""
+        if self._journal is None:
+            raise CheckpointError(f"{self._label} was a journaled live input in this run: restore it with a "
+                                  "LiveInput on the same journal (journal=)")
+        with self._lock:
+            if self._pushed or self._replay is not None:
+                raise _engine.UsageError(f"{self._label} was pushed to (or restored) already; restore with a new LiveInput")
+            self._replay = self._journal.resume(saved["journal"])
+            self._replaying = True
+            self._rows, self._pushed = saved["rows"], saved["batches"]
+            self._last, self._heartbeat = saved["last"], saved["heartbeat"]
+            if saved["closed"]:
+                self._closed = self._closed_on_replay = True
+                self._journal.close()
 
     def _engine_stream(self, label: str, time: str | None) -> _engine.Stream:
         # What the engine reads (pyarrow_ops.io.as_stream): batches and heartbeats, in push order.
         self._bind(self._label if self._label != "live input" else label, time)
         return _engine.stream_from_batches(self.schema, self._items(), label,
-                                           ready=lambda: not self._queue.empty())
+                                           ready=lambda: self._replaying or not self._queue.empty())
 
     def __arrow_c_schema__(self) -> object:
         return self.schema.__arrow_c_schema__()

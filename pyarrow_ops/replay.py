@@ -69,9 +69,12 @@ class RunSpec:
 
         graph = _Graph(self.outputs)
         sources = {id(inputs): k for k, inputs in enumerate(graph.inputs)}
-        if any(isinstance(item, LiveInput) for inputs in graph.inputs for item in inputs):
-            raise CheckpointError("a run over a LiveInput cannot be checkpointed yet: its rows cannot be read "
-                                  "again (checkpoint a live_aggregate, or run over replayable inputs)")
+        for inputs in graph.inputs:
+            for item in inputs:
+                if isinstance(item, LiveInput) and item._journal is None:
+                    raise CheckpointError(f"a run over {item._label} cannot be checkpointed: its rows cannot be read "
+                                          "again. Give it journal= (a directory) to write them down as they are "
+                                          "pushed, or checkpoint a live_aggregate")
 
         class Pickler(pickle.Pickler):
             def persistent_id(self, obj: Any) -> Any:
@@ -167,6 +170,8 @@ def checkpoint(results: Mapping[str, Any], spec: RunSpec, path: str | os.PathLik
             elif o.resume is not None:  # restored, its file not yet resumed: as it was
                 entry["sink"], tables[f"pending-{k}"] = o.resume
             state["outputs"][name] = entry
+    # After the outputs' counts: every row counted came from items the journals hold by now.
+    state["journals"] = _journals(spec)
     query = {"kind": spec.kind, "names": list(outputs), "writing": spec.writing,
              "sources": len(_sources(spec))}
     periodic = path is None
@@ -179,6 +184,30 @@ def checkpoint(results: Mapping[str, Any], spec: RunSpec, path: str | os.PathLik
     return written
 
 
+def _journals(spec: RunSpec) -> list[list[Any]]:
+    """Per source, per input: a journaled live input's saved state (LiveInput._saved), else None."""
+    from pyarrow_ops.live import LiveInput
+
+    return [[item._saved() if isinstance(item, LiveInput) else None for item in inputs] for inputs in _sources(spec)]
+
+
+def _resume_journals(saved: list[list[Any]], lists: list[list[Any]]) -> None:
+    """Before the restored run starts: each journaled live input replays its journal first."""
+    from pyarrow_ops.live import LiveInput
+
+    for k, (states, inputs) in enumerate(zip(saved, lists, strict=True)):
+        if len(states) != len(inputs):
+            raise CheckpointError(f"source {k} of this run had {len(states)} inputs; restore it with as many "
+                                  f"(got {len(inputs)})")
+        for i, (state, item) in enumerate(zip(states, inputs, strict=True)):
+            if state is None:
+                continue
+            if not isinstance(item, LiveInput):
+                raise CheckpointError(f"input {i} of source {k} was a journaled LiveInput in this run: restore it "
+                                      "with a LiveInput on the same journal (journal=)")
+            item._resume(state)
+
+
 def _sources(spec: RunSpec) -> list[Any]:
     from pyarrow_ops.pipeline import _Graph
 
@@ -188,7 +217,11 @@ def _sources(spec: RunSpec) -> list[Any]:
 def restore(snapshot: Snapshot, inputs: Any) -> Any:
     """The run of ``snapshot`` again over ``inputs``, each output dropping the rows that had left."""
     outputs, options = _unpickled(snapshot.blob("query.pickle"), inputs, snapshot.query["sources"])
+    from pyarrow_ops.pipeline import _Graph
     from pyarrow_ops.pipeline import run as run_graph
+
+    if "journals" in snapshot.state:  # snapshots before journals had no live inputs
+        _resume_journals(snapshot.state["journals"], _Graph(outputs).inputs)
 
     if snapshot.kind == "pipeline":
         result = outputs["result"].run(**options)
