@@ -254,8 +254,9 @@ class LiveInput:
         promises. Every row the run has read is among those items: they were written before
         queued."""
         if self._journal is None:
-            raise CheckpointError(f"a run over {self._label} cannot be checkpointed: its rows cannot be read again. "
-                                  "Give it journal= (a directory) to write them down as they are pushed")
+            raise CheckpointError(f"a run over {self._label}, a LiveInput without a journal, cannot be checkpointed: "
+                                  "its rows cannot be read again. Give it journal= (a directory) to write them down "
+                                  "as they are pushed")
         with self._journal_lock:
             return {"journal": self._journal.sync(), "rows": self._rows, "batches": self._pushed,
                     "last": self._last, "heartbeat": self._heartbeat, "closed": self._closed}

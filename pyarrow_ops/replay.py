@@ -64,17 +64,10 @@ class RunSpec:
 
     def pickled(self) -> bytes:
         """The outputs and options, each source's input list saved as its index."""
-        from pyarrow_ops.live import LiveInput
         from pyarrow_ops.pipeline import _Graph
 
         graph = _Graph(self.outputs)
         sources = {id(inputs): k for k, inputs in enumerate(graph.inputs)}
-        for inputs in graph.inputs:
-            for item in inputs:
-                if isinstance(item, LiveInput) and item._journal is None:
-                    raise CheckpointError(f"a run over {item._label} cannot be checkpointed: its rows cannot be read "
-                                          "again. Give it journal= (a directory) to write them down as they are "
-                                          "pushed, or checkpoint a live_aggregate")
 
         class Pickler(pickle.Pickler):
             def persistent_id(self, obj: Any) -> Any:
