@@ -281,9 +281,10 @@ def test_the_real_clock_frees_a_quiet_live_input_by_itself():
     reader = Reader(result)
     a.push(batch_of(np.array([1, 2, 3]), 0, 0))  # input 1 never speaks: its watcher frees input 0's rows
     reader.wait_for(3, "input 0's rows once input 1 is idle")
-    # Input 1 is idle from the timeout on (input 0 may be idle too by now): an open period.
+    # Input 1 is idle from the timeout on (input 0 may be idle too by now): an open period. Its
+    # start is the run's start + 0.05 s less the run's start, in floats: 0.05 within rounding.
     quiet = [p for p in result.stats()["idle"] if p["input"] == 1]
-    assert len(quiet) == 1 and quiet[0]["from_s"] >= 0.05 and quiet[0]["to_s"] is None
+    assert len(quiet) == 1 and quiet[0]["from_s"] >= 0.05 - 1e-9 and quiet[0]["to_s"] is None
     a.close()
     b.close()
     assert reader.join().column("t").to_pylist() == [1, 2, 3]
