@@ -100,9 +100,8 @@ class Journal:
             os.fsync(self._file.fileno())
         return {"id": self.id, "segments": [list(s) for s in self.segments]}
 
-    def resume(self, saved: dict[str, Any]) -> Iterator[pa.RecordBatch | int]:
-        """The items a snapshot recorded, read back lazily (batches, and heartbeats as ints); this
-        run's own items go to a new segment after them."""
+    def check(self, saved: dict[str, Any]) -> None:
+        """Refuses (CheckpointError) a snapshot's record that this journal cannot replay whole."""
         if saved.get("id") != self.id:
             raise CheckpointError(f"the journal at {self.directory} is not the one this snapshot's input wrote "
                                   f"(journal {self.id}, the snapshot names {saved.get('id')}); nothing was restored")
@@ -112,6 +111,10 @@ class Journal:
             if items > 0:
                 # Checked before the run starts: the counted items must all be there, whole.
                 self._count(name, items)
+
+    def resume(self, saved: dict[str, Any]) -> Iterator[pa.RecordBatch | int]:
+        """The items a snapshot recorded (check() passed), read back lazily: batches, and
+        heartbeats as ints. This run's own items go to a new segment after them."""
         self.segments = [list(s) for s in saved["segments"]]
         return self._replay([list(s) for s in saved["segments"]])
 

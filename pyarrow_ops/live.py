@@ -261,21 +261,26 @@ class LiveInput:
             return {"journal": self._journal.sync(), "rows": self._rows, "batches": self._pushed,
                     "last": self._last, "heartbeat": self._heartbeat, "closed": self._closed}
 
-    def _resume(self, saved: dict[str, Any]) -> None:
-        """Before a restored run starts: the journal's items up to the snapshot come first."""
+    def _check_resume(self, saved: dict[str, Any]) -> None:
+        """Refuses, before anything changes, a restore this input cannot take."""
         if self._journal is None:
             raise CheckpointError(f"{self._label} was a journaled live input in this run: restore it with a "
                                   "LiveInput on the same journal (journal=)")
-        with self._lock:
-            if self._pushed or self._replay is not None:
-                raise _engine.UsageError(f"{self._label} was pushed to (or restored) already; restore with a new LiveInput")
+        if self._pushed or self._replay is not None:
+            raise _engine.UsageError(f"{self._label} was pushed to (or restored) already; restore with a new LiveInput")
+        self._journal.check(saved["journal"])
+
+    def _resume(self, saved: dict[str, Any]) -> None:
+        """Before a restored run starts (_check_resume passed): the journal's items up to the
+        snapshot come first, and the counts and promises are the snapshot's."""
+        assert self._journal is not None
+        with self._lock, self._journal_lock:
             self._replay = self._journal.resume(saved["journal"])
             self._replaying = True
             self._rows, self._pushed = saved["rows"], saved["batches"]
             self._last, self._heartbeat = saved["last"], saved["heartbeat"]
             if saved["closed"]:
                 self._closed = self._closed_on_replay = True
-                self._journal.close()
 
     def _engine_stream(self, label: str, time: str | None) -> _engine.Stream:
         # What the engine reads (pyarrow_ops.io.as_stream): batches and heartbeats, in push order.

@@ -185,9 +185,11 @@ def _journals(spec: RunSpec) -> list[list[Any]]:
 
 
 def _resume_journals(saved: list[list[Any]], lists: list[list[Any]]) -> None:
-    """Before the restored run starts: each journaled live input replays its journal first."""
+    """Before the restored run starts: each journaled live input replays its journal first. Every
+    input is checked before any is changed."""
     from pyarrow_ops.live import LiveInput
 
+    journaled = []
     for k, (states, inputs) in enumerate(zip(saved, lists, strict=True)):
         if len(states) != len(inputs):
             raise CheckpointError(f"source {k} of this run had {len(states)} inputs; restore it with as many "
@@ -198,7 +200,10 @@ def _resume_journals(saved: list[list[Any]], lists: list[list[Any]]) -> None:
             if not isinstance(item, LiveInput):
                 raise CheckpointError(f"input {i} of source {k} was a journaled LiveInput in this run: restore it "
                                       "with a LiveInput on the same journal (journal=)")
-            item._resume(state)
+            item._check_resume(state)
+            journaled.append((item, state))
+    for item, state in journaled:
+        item._resume(state)
 
 
 def _sources(spec: RunSpec) -> list[Any]:
