@@ -448,7 +448,8 @@ class Pipeline:
         # merge=False, carry: see _engine.run_pipeline; pyarrow_ops.spark runs stages this way.
         self._refuse_graph("a Spark stage")
         if self._time_order != (None, "error"):
-            raise _engine.UsageError("lateness= and late= are not supported on Spark yet; sort each input first")
+            raise _engine.UsageError("lateness= and late= are applied by pyarrow_ops.spark.run, before the partitions; "
+                                     "a pipeline_udf takes rows in time order (sort each input first)")
         streams: list[_engine.Stream] = []
         try:
             streams = as_streams(self._inputs, self._time)

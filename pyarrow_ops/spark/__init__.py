@@ -49,6 +49,7 @@ from pyarrow_ops.spark.session import (
     check_workers,
     session,
 )
+from pyarrow_ops.spark.lateness import in_time_order, late_rows
 from pyarrow_ops.windows import Window
 
 if TYPE_CHECKING:  # pyspark is an optional dependency (the "spark" extra)
@@ -747,13 +748,20 @@ def run(
     spark_in = to_arrow_schema(tagged.schema, timezone="UTC")
     engine_in = pa.schema([f for f in spark_in if not f.name.startswith("__pao_")])
     stages = _stages(pipeline, engine_in)
+    by_time = pipeline._time_order != (None, "error")  # lateness= or late=: late rows out, each input by time
+    if by_time:
+        if time not in engine_in.names:
+            raise _engine.InvalidInputError(f"time column '{time}' not found; the inputs' columns are: "
+                                            f"{', '.join(engine_in.names)}")
+        tagged = in_time_order(tagged, time, n_inputs, pipeline._time_order, engine_in.field(time).type,
+                               INPUT_COLUMN, POSITION_COLUMN)
 
     threads = threads or _task_cpus(tagged.sparkSession)
     df = tagged.withColumn(TIME_COLUMN, F.col(time))
     sequence = [TIME_COLUMN, INPUT_COLUMN, POSITION_COLUMN]
     n = partitions or df.sparkSession.sparkContext.defaultParallelism
     df, sequence, _ = _run_stages(df, stages, engine_in, sequence, n_inputs, time, threads, n, itertools.count(),
-                                  from_source=True)
+                                  from_source=True, by_time=by_time)
     if not ordered:
         return _lazy(df.drop(*sequence), "run")
     return _sorted(df, [F.asc_nulls_last(c) for c in sequence], n).drop(*sequence)
@@ -761,12 +769,13 @@ def run(
 
 def _run_stages(df: DataFrame, stages: list[_Stage], engine_in: pa.Schema, sequence: list[str], inputs: int,
                 time: str, threads: int | None, partitions: int, names: Iterator[int], *,
-                from_source: bool) -> tuple[DataFrame, list[str], pa.Schema]:
+                from_source: bool, by_time: bool = False) -> tuple[DataFrame, list[str], pa.Schema]:
     """``df`` through ``stages``: each repartitioned by its key (one partition for a stateful one,
     with a warning), sorted within partitions in sequence order, run by mapInArrow; returns the
     result, its sequence columns and its data columns' engine schema. ``names`` numbers the stages
     of the whole query. ``from_source``: ``df`` holds a source's tagged inputs, which the first stage
-    merges by time."""
+    merges by time; ``by_time``: its rows come per input in (time, position) order, not position
+    order (an input put back in time order, pyarrow_ops/spark/lateness.py)."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
@@ -781,7 +790,8 @@ def _run_stages(df: DataFrame, stages: list[_Stage], engine_in: pa.Schema, seque
         else:
             df = df.repartition(partitions)
         first = from_source and index == 0
-        order = [INPUT_COLUMN, POSITION_COLUMN] if first else sequence
+        order = ([INPUT_COLUMN, TIME_COLUMN, POSITION_COLUMN] if by_time else [INPUT_COLUMN, POSITION_COLUMN]) if first \
+            else sequence
         df = df.sortWithinPartitions(*[F.asc_nulls_last(c) for c in order])
         spark_in = to_arrow_schema(df.schema, timezone="UTC")
         fn, spark_out, engine_in, sequence = _stage_udf(stage, f"__pao_s{next(names)}", first, spark_in, engine_in,
