@@ -48,22 +48,28 @@ class Journal:
         self.directory = Path(directory)
         self.schema = schema
         meta = self.directory / _META
-        if meta.exists():
-            try:
-                body = json.loads(meta.read_text())
-                self.id = str(body["id"])
-                format_, version = body["format"], body["version"]
-            except (ValueError, KeyError, TypeError) as e:
-                raise CheckpointError(f"{meta} is corrupted ({e}): not a pyarrow-ops journal") from None
-            if format_ != FORMAT or version != VERSION:
-                raise CheckpointError(f"{self.directory} holds a journal of format {format_!r} version {version!r}; "
-                                      f"this pyarrow-ops writes and reads {FORMAT!r} version {VERSION}")
-        else:
+        if not meta.exists():
             self.directory.mkdir(parents=True, exist_ok=True)
-            self.id = uuid.uuid4().hex
-            tmp = self.directory / f".{_META}.tmp-{os.getpid()}"
-            tmp.write_text(json.dumps({"format": FORMAT, "version": VERSION, "id": self.id}))
-            tmp.replace(meta)
+            tmp = self.directory / f".{_META}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            with open(tmp, "w") as f:
+                json.dump({"format": FORMAT, "version": VERSION, "id": uuid.uuid4().hex}, f)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, meta)  # whole or absent; of two inputs starting one journal, one wins
+            except FileExistsError:
+                pass
+            finally:
+                tmp.unlink()
+        try:
+            body = json.loads(meta.read_text())
+            self.id = str(body["id"])
+            format_, version = body["format"], body["version"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise CheckpointError(f"{meta} is corrupted ({e}): not a pyarrow-ops journal") from None
+        if format_ != FORMAT or version != VERSION:
+            raise CheckpointError(f"{self.directory} holds a journal of format {format_!r} version {version!r}; "
+                                  f"this pyarrow-ops writes and reads {FORMAT!r} version {VERSION}")
         # The segments this run's items lie in, with the items of each: [name, items], the last
         # one being written (once the run writes).
         self.segments: list[list[Any]] = []
@@ -72,10 +78,18 @@ class Journal:
 
     def _open_segment(self) -> None:
         numbers = [int(p.stem) for p in self.directory.glob("*.arrow") if p.stem.isdigit()]
-        name = f"{max(numbers, default=0) + 1:08d}.arrow"
-        # Unbuffered: every item is in the file (the page cache) when write() returns, so a killed
-        # process leaves each item it wrote whole; sync() makes them durable for a snapshot.
-        self._file = open(self.directory / name, "xb", buffering=0)  # noqa: SIM115 (closed in close())
+        number = max(numbers, default=0) + 1
+        while True:
+            name = f"{number:08d}.arrow"
+            try:
+                # Unbuffered: every item is in the file (the page cache) when write() returns, so a
+                # killed process leaves each item it wrote whole; sync() makes them durable for a
+                # snapshot. Created exclusively: another input writing to the same directory takes
+                # the next number (a snapshot names each input's own segments, so they never mix).
+                self._file = open(self.directory / name, "xb", buffering=0)  # noqa: SIM115 (closed in close())
+                break
+            except FileExistsError:
+                number += 1
         self._writer = pa.ipc.new_stream(self._file, self.schema)
         self.segments.append([name, 0])
 

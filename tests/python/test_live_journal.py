@@ -186,3 +186,24 @@ def test_damaged_or_mismatched_journals_are_refused_before_anything_runs(tmp_pat
     with pytest.raises(po.CheckpointError, match="corrupted"):
         po.LiveInput(SCHEMA, journal=tmp_path / "j")
 
+
+
+def test_two_inputs_may_share_a_journal_directory(tmp_path: Path) -> None:
+    """Each input's segments are its own (created exclusively, named in its snapshot), so a shared
+    directory restores each input to its own rows."""
+    base = sources(np.random.default_rng(21), None)[0]  # 200 rows or more
+    tables = [base, base.slice(7)]
+    expected = query(tables, None, "error").run().to_arrow()
+    lives = [po.LiveInput(SCHEMA, journal=tmp_path / "shared") for _ in tables]
+    for live, t in zip(lives, tables):
+        live.push(t.slice(0, 100))
+    result = query(lives, None, "error").run()
+    path = result.checkpoint(tmp_path / "snapshot")
+    result.close()
+    again = [po.LiveInput(SCHEMA, journal=tmp_path / "shared") for _ in tables]
+    restored = po.restore(path, inputs=[again])
+    assert [live.position for live in again] == [100, 100]
+    for live, t in zip(again, tables):
+        live.push(t.slice(live.position))
+        live.close()
+    assert restored.to_arrow().equals(expected)
