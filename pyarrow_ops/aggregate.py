@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import atexit
-import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
@@ -15,6 +13,7 @@ from pyarrow_ops.aggregates import Agg
 from pyarrow_ops.experiment import NONE as NO_EXPERIMENT
 from pyarrow_ops.experiment import Experiment
 from pyarrow_ops.io import Input, Result, as_input_list, as_streams
+from pyarrow_ops import shutdown
 from pyarrow_ops.lateness import Late, LateLog, Lateness, bounds, within
 from pyarrow_ops.windows import Session, Window
 
@@ -85,26 +84,18 @@ def _check(design: str, threads: int | None, batch_size: int, window: Window | S
         raise TypeError(f"window must be po.sliding(...), po.tumbling(...) or po.session(...), got {window!r}")
 
 
-# Runs not yet garbage collected. At interpreter exit their engine threads are stopped and joined
-# while Python still runs normally: one busy pulling a Python input (a generator) needs the GIL
-# to finish, and once finalization has begun a thread that asks for the GIL is torn down midway.
-_RUNS: weakref.WeakSet[AggregateResult] = weakref.WeakSet()
-EXIT_STOP_TIMEOUT_S = 10.0
-
-
-@atexit.register
-def _stop_runs_at_exit() -> None:
-    for run in list(_RUNS):
-        run._handle.stop(EXIT_STOP_TIMEOUT_S)
-
-
 class AggregateResult(Result):
     """A :class:`Result` of window rows, with the run's statistics."""
 
     def __init__(self, native: _engine.Stream, handle: _engine.Aggregation) -> None:
         super().__init__(native)
         self._handle = handle
-        _RUNS.add(self)
+        shutdown.register(self)  # stopped at interpreter exit (pyarrow_ops/shutdown.py)
+
+    def _stop_at_exit(self, timeout: float) -> bool:
+        busy = not self.closed
+        self._handle.stop(timeout)
+        return busy
 
     def stats(self) -> dict[str, Any]:
         """Tuples read, window sets emitted, the design used, (streaming) per-window-set latencies

@@ -63,6 +63,7 @@ class LiveInput:
         self._replay: Iterator[pa.RecordBatch | int] | None = None
         self._replaying = False
         self._closed_on_replay = False  # the snapshot's input had closed: its replay ends the input
+        self._run_closed = ""  # why the run reading it stopped early ("closed", ...; _stop_feeding)
         # Batches, heartbeats (ints: the time column's stored integer) and the end marker.
         self._queue: queue.Queue[Any] = queue.Queue(max_batches)
         self._closed = False
@@ -107,7 +108,24 @@ class LiveInput:
         with self._journal_lock:
             return self._closed
 
+    def _stop_feeding(self, why: str = "closed") -> None:
+        """The run reading this input was closed (``why``): a pull waiting on the queue ends (the
+        run fails there), a producer waiting for room goes on, and later pushes are refused."""
+        self._run_closed = why
+        self._helper = None
+        q = self._queue
+        with q.mutex:  # queue.Queue's own lock and conditions: nothing here waits
+            q.queue.clear()
+            q.queue.append(LiveInput._END)
+            q.maxsize = 0  # unbounded: a put waiting for room returns, into a queue nobody reads
+            q.not_empty.notify_all()
+            q.not_full.notify_all()
+
     def _refuse_if_closed(self, call: str) -> None:
+        if self._run_closed:
+            raise _engine.UsageError(
+                f"{call}() on {self._label}: the run reading it was {self._run_closed}, so nothing reads this "
+                "input any more; the call changed nothing")
         if self._closed:
             raise _engine.UsageError(
                 f"{call}() on {self._label}, which is closed: close() promised it sends nothing more; "
@@ -207,10 +225,14 @@ class LiveInput:
             self._heartbeat = value
 
     def close(self) -> None:
-        """Ends the input: nothing more will be pushed. Closing twice is a :class:`UsageError`."""
+        """Ends the input: nothing more will be pushed. Closing twice is a :class:`UsageError`; closing
+        after the run reading it was closed is not (the producer's end needs no reader)."""
 
         def end() -> None:
             with self._lock:
+                if self._run_closed and not self._closed:  # a producer ending after the run was closed
+                    self._closed = True
+                    return
                 self._refuse_if_closed("close")
                 with self._journal_lock:
                     self._closed = True
@@ -248,6 +270,8 @@ class LiveInput:
                 return
         while (item := self._queue.get()) is not LiveInput._END:
             yield item
+        if self._run_closed:  # not the input's end: the run fails, so nobody reads a cut result as whole
+            raise _engine.UsageError(f"the run reading {self._label} was {self._run_closed}")
 
     def _saved(self) -> dict[str, Any]:
         """What a snapshot records of this input: its journal's items (made durable) and its

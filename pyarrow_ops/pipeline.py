@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from pyarrow_ops import _engine, replay
+from pyarrow_ops import _engine, replay, shutdown
 from pyarrow_ops.aggregate import _aggs, _keys
 from pyarrow_ops.aggregates import Agg
 from pyarrow_ops.engine_specs import merge_spec, step_spec
@@ -484,6 +484,32 @@ class PipelineResult(Result):
         self._output = replay.Output()
         self._run: replay.RunSpec | None = None
         self._idle_groups: list[IdleGroup] = []  # per source with idle_timeout and live inputs
+        self._lives: list[LiveInput] = []  # the run's live inputs
+        self._sole = True  # the run's only output (a graph's outputs: False)
+        shutdown.register(self)  # stopped at interpreter exit (pyarrow_ops/shutdown.py)
+
+    def close(self) -> None:
+        """Stops the work and releases the inputs and any unread data; idempotent. The only output
+        of a run (``Pipeline.run``) stops the run: its live inputs stop feeding it (a push after that
+        raises :class:`UsageError`), its threads are joined, and a thread reading it meanwhile gets
+        an error. An output of a graph run stops being kept (:meth:`GraphResult.close` stops the
+        run)."""
+        super().close()
+        if self._sole:
+            self._stop()
+
+    def _stop(self) -> None:
+        for live in self._lives:
+            live._stop_feeding()
+        self._handle.cancel()
+
+    def _stop_at_exit(self, timeout: float) -> bool:
+        if self.closed and self._sole:
+            return False  # read out or closed: the run has stopped
+        for live in self._lives:
+            live._stop_feeding("stopped at interpreter exit")
+        shutdown.stop_joined(self._handle.cancel, timeout)
+        return True
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         return replay.iterate(self)
@@ -673,9 +699,12 @@ class _Graph:
         groups = [IdleGroup([x if isinstance(x, LiveInput) else None for x in inputs], timeout, clock)
                   for inputs, (timeout, clock) in zip(self.inputs, self.idle_rules, strict=True)
                   if timeout is not None and any(isinstance(x, LiveInput) for x in inputs)]
+        lives = [item for inputs in self.inputs for item in inputs if isinstance(item, LiveInput)]
         for r in results.values():
             r._late_logs = logs
             r._idle_groups = groups
+            r._lives = lives
+            r._sole = len(results) == 1
         return results
 
 
@@ -760,9 +789,10 @@ class GraphResult(Mapping[str, PipelineResult]):
         return next(iter(self._results.values())).late
 
     def close(self) -> None:
-        """Stops the run: closes every output."""
+        """Stops the run: closes every output, and stops the run as a pipeline's close() does."""
         for r in self._results.values():
             r.close()
+        next(iter(self._results.values()))._stop()
 
 
 def run(outputs: Mapping[str, Pipeline], threads: int | Literal["auto"] | None = None, scheduler: Scheduler = "ct",

@@ -37,11 +37,22 @@ std::shared_ptr<T> shared_without_gil(T* object) {
   });
 }
 
+// The interpreter's main thread (threading.main_thread().ident), set when the module loads.
+inline unsigned long& main_thread_ident() noexcept {
+  static unsigned long ident = 0;
+  return ident;
+}
+
 // Ctrl-C for a run: the engine calls this about every 50 ms while a result's next() works or
-// waits without the GIL; it takes the GIL to let Python run signal handlers, and a
-// KeyboardInterrupt (or what a handler raises) is thrown, which ends the run.
+// waits without the GIL; on the main thread it takes the GIL to let Python run signal handlers,
+// and a KeyboardInterrupt (or what a handler raises) is thrown, which ends the run. Python runs
+// signal handlers on the main thread alone (PyErr_CheckSignals does nothing elsewhere), so any
+// other thread waiting on a result never takes the GIL here: a daemon thread that asked for it
+// while the interpreter finalizes would be ended inside the engine's frames, aborting the
+// process (std::terminate on the forced unwind).
 inline std::function<void()> interrupt_check() {
   return [] {
+    if (PyThread_get_thread_ident() != main_thread_ident()) return;
     nanobind::gil_scoped_acquire gil;
     if (PyErr_CheckSignals() != 0) throw nanobind::python_error();
   };

@@ -78,6 +78,7 @@ NB_MODULE(_engine, m) {
   // A Result a user script still holds at interpreter exit is not a bug worth a warning; our
   // tests check ownership with explicit counters (live_exports, CountingStream) instead.
   nb::set_leak_warnings(false);
+  main_thread_ident() = nb::cast<unsigned long>(nb::module_::import_("threading").attr("main_thread")().attr("ident"));
   define_errors(m);
   bind_options(m);
 

@@ -9,15 +9,20 @@
 
 namespace pao::runtime {
 
-// Under out_mutex_ (held by `lock`): throws the run's error, handing it out once.
+// Under out_mutex_ (held by `lock`): throws the run's error, handing it out once. Joins the
+// run's threads holding neither lock: a thread being joined may be failing (fail() takes both),
+// and a cancel() on another thread may be the one joining, while this call waits for it.
 void Pipeline::rethrow_error(std::unique_lock<std::mutex>& lock) {
-  std::lock_guard e(error_mutex_);
-  if (!error_) return;
-  std::exception_ptr err = error_;
-  // Hand the error out once and keep only a plain one: a Python exception holds its traceback,
-  // whose frames hold the result that holds this pipeline, a reference cycle through C++ that
-  // Python's collector cannot see and that would keep every batch alive.
-  error_ = std::make_exception_ptr(Error(ErrorKind::kUsage, "the pipeline failed; its error was raised by an earlier call"));
+  std::exception_ptr err;
+  {
+    std::lock_guard e(error_mutex_);
+    if (!error_) return;
+    err = error_;
+    // Hand the error out once and keep only a plain one: a Python exception holds its traceback,
+    // whose frames hold the result that holds this pipeline, a reference cycle through C++ that
+    // Python's collector cannot see and that would keep every batch alive.
+    error_ = std::make_exception_ptr(Error(ErrorKind::kUsage, "the pipeline failed; its error was raised by an earlier call"));
+  }
   lock.unlock();
   stop_threads();
   std::rethrow_exception(err);
