@@ -8,12 +8,11 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from pyarrow_ops import _engine
+from pyarrow_ops import _engine, shutdown
 from pyarrow_ops.aggregates import Agg
 from pyarrow_ops.experiment import NONE as NO_EXPERIMENT
 from pyarrow_ops.experiment import Experiment
 from pyarrow_ops.io import Input, Result, as_input_list, as_streams
-from pyarrow_ops import shutdown
 from pyarrow_ops.lateness import Late, LateLog, Lateness, bounds, within
 from pyarrow_ops.windows import Session, Window
 

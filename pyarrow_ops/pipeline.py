@@ -491,9 +491,9 @@ class PipelineResult(Result):
     def close(self) -> None:
         """Stops the work and releases the inputs and any unread data; idempotent. The only output
         of a run (``Pipeline.run``) stops the run: its live inputs stop feeding it (a push after that
-        raises :class:`UsageError`), its threads are joined, and a thread reading it meanwhile gets
-        an error. An output of a graph run stops being kept (:meth:`GraphResult.close` stops the
-        run)."""
+        raises :class:`UsageError`), its threads are joined, and a thread reading it meanwhile stops
+        (its stream ends where it was closed, or it gets the cancel as an error). An output of a
+        graph run stops being kept (:meth:`GraphResult.close` stops the run)."""
         super().close()
         if self._sole:
             self._stop()
