@@ -250,8 +250,9 @@ def restore(path: str | os.PathLike[str], inputs: Any = None, *, clock: Callable
     - A live aggregation: returns the :class:`LiveAggregate`, its windows as they were; push
       each input from ``positions[i]`` on (``inputs`` is not used; ``clock``: as for
       :func:`pyarrow_ops.live_aggregate`).
-    - A pipeline or graph run: ``inputs`` are the run's inputs again (replayable: tables, files;
-      for a graph, one list per source in the order of the first run); returns the
+    - A pipeline or graph run: ``inputs`` are the run's inputs again (replayable: tables, files,
+      and for a ``LiveInput(journal=dir)`` a new one on the same journal, whose producer pushes on
+      from its ``position``; for a graph, one list per source in the order of the first run); returns the
       :class:`PipelineResult` (:class:`GraphResult`) that continues after the rows that had left,
       whose ``write_ipc`` / ``write_parquet`` resume the output file.
 

@@ -9,7 +9,8 @@ inputs and drops each output's first rows up to that count. Nothing is lost or r
 the thread counts, batch sizes or timing of the two runs.
 
 The operators' state is recomputed, not read back: the restore reads the inputs from their
-start, which suits replayable inputs (files, tables) and costs a pass over what came before.
+start, which suits replayable inputs (files, tables, and live inputs written down by their
+journals, pyarrow_ops/journal.py) and costs a pass over what came before.
 Saving each operator's state instead (as the live aggregation does, pyarrow_ops/retention.py) is
 the next step, for runs too long to read again.
 """
