@@ -75,6 +75,9 @@ class Journal:
         self.segments: list[list[Any]] = []
         self._file: Any = None
         self._writer: pa.ipc.RecordBatchStreamWriter | None = None
+        # A write that failed (a full disk) may have left part of an item: nothing may follow it in
+        # the segment, so every later write and snapshot is refused with that error.
+        self._failed: BaseException | None = None
 
     def _open_segment(self) -> None:
         numbers = [int(p.stem) for p in self.directory.glob("*.arrow") if p.stem.isdigit()]
@@ -94,22 +97,31 @@ class Journal:
         self.segments.append([name, 0])
 
     def write(self, batch: pa.RecordBatch) -> None:
-        if self._writer is None:
-            self._open_segment()
-        assert self._writer is not None
-        self._writer.write_batch(batch)
-        self.segments[-1][1] += 1
+        self._append(batch, None)
 
     def heartbeat(self, value: int) -> None:
-        if self._writer is None:
-            self._open_segment()
-        assert self._writer is not None
-        empty = pa.RecordBatch.from_pylist([], schema=self.schema)
-        self._writer.write_batch(empty, custom_metadata={_HEARTBEAT: str(value).encode()})
-        self.segments[-1][1] += 1
+        self._append(pa.RecordBatch.from_pylist([], schema=self.schema), {_HEARTBEAT: str(value).encode()})
+
+    def _append(self, batch: pa.RecordBatch, metadata: dict[bytes, bytes] | None) -> None:
+        self._refuse_if_failed()
+        try:
+            if self._writer is None:
+                self._open_segment()
+            assert self._writer is not None
+            self._writer.write_batch(batch, custom_metadata=metadata)
+        except Exception as e:
+            self._failed = e
+            raise
+        self.segments[-1][1] += 1  # counted once whole: a snapshot never names a part
+
+    def _refuse_if_failed(self) -> None:
+        if self._failed is not None:
+            raise CheckpointError(f"the journal at {self.directory} failed to write an item earlier "
+                                  f"({self._failed}); nothing more can be written down after it")
 
     def sync(self) -> dict[str, Any]:
         """Makes every item written so far durable and returns what a snapshot records."""
+        self._refuse_if_failed()
         if self._file is not None and not self._file.closed:  # a closed segment was fsynced by close()
             os.fsync(self._file.fileno())
         return {"id": self.id, "segments": [list(s) for s in self.segments]}

@@ -207,3 +207,26 @@ def test_two_inputs_may_share_a_journal_directory(tmp_path: Path) -> None:
         live.push(t.slice(live.position))
         live.close()
     assert restored.to_arrow().equals(expected)
+
+
+def test_a_failed_journal_write_refuses_what_follows(tmp_path: Path, monkeypatch) -> None:
+    """A write that fails (a full disk) may leave part of an item: the push fails, later pushes and
+    snapshots are refused, and no snapshot names the part."""
+    live = po.LiveInput(SCHEMA, journal=tmp_path / "j")
+    result = query([live], None, "error").run()
+    table = sources(np.random.default_rng(4), None)[0]
+    live.push(table.slice(0, 50))
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    writer = live._journal._writer
+    monkeypatch.setattr(live._journal, "_writer", type("W", (), {"write_batch": full_disk})())
+    with pytest.raises(OSError, match="No space"):
+        live.push(table.slice(50, 50))
+    monkeypatch.setattr(live._journal, "_writer", writer)
+    with pytest.raises(po.CheckpointError, match="failed to write an item earlier"):
+        live.push(table.slice(100, 50))
+    with pytest.raises(po.CheckpointError, match="failed to write an item earlier"):
+        result.checkpoint(tmp_path / "snapshot")
+    result.close()
