@@ -49,6 +49,7 @@ from pyarrow_ops.spark.session import (
     check_workers,
     session,
 )
+from pyarrow_ops.lateness import Late, Lateness
 from pyarrow_ops.spark.lateness import in_time_order, late_rows
 from pyarrow_ops.windows import Window
 
@@ -306,6 +307,8 @@ def aggregate(
     threads: int | None = None,
     ordered: bool = True,
     split: str = "auto",
+    lateness: Lateness = None,
+    late: Late = "error",
     experiment: Experiment = NO_EXPERIMENT,
 ) -> DataFrame:
     """:func:`pyarrow_ops.aggregate` on Spark: the identical table, as a Spark DataFrame.
@@ -340,6 +343,8 @@ def aggregate(
             time column. ``"auto"`` (the default): ``"key"`` with a key, ``"time"`` without one.
             Where the rows cannot be split (no key, and too short a time span or another time
             type), they meet in one partition, with a warning that says why.
+        lateness, late: inputs out of time order within a bound, as in-process, with ``late``
+            ``"error"`` or ``"drop"`` (the late rows: :func:`late_rows`); docs/spark.md.
         experiment: for benchmarks: a :class:`pyarrow_ops.Experiment` whose ``worker_seconds``
             accumulator gets the Python workers' seconds (see :func:`aggregate_udf`).
 
@@ -363,6 +368,12 @@ def aggregate(
     # input itself); a missing one is left for the engine's error, which names it.
     needed = dict.fromkeys([time, *keys, *(a.column for a in aggs.values() if isinstance(a, Agg) and a.column)])
     tagged = tagged.select(*[c for c in needed if c in tagged.columns], *order)
+    if (lateness, late) != (None, "error"):  # late rows out, each input renumbered by time
+        if time not in tagged.columns:
+            raise _engine.InvalidInputError(f"time column '{time}' not found in the inputs")
+        time_type = to_arrow_schema(tagged.select(time).schema, timezone="UTC").field(time).type
+        tagged = in_time_order(tagged, time, n_inputs, (lateness, late), time_type,
+                               packed_shift=_position_shift(n_inputs) if order == [POSITION_COLUMN] else None)
 
     spark = tagged.sparkSession
     threads = threads or _task_cpus(spark)
@@ -748,20 +759,18 @@ def run(
     spark_in = to_arrow_schema(tagged.schema, timezone="UTC")
     engine_in = pa.schema([f for f in spark_in if not f.name.startswith("__pao_")])
     stages = _stages(pipeline, engine_in)
-    by_time = pipeline._time_order != (None, "error")  # lateness= or late=: late rows out, each input by time
-    if by_time:
+    if pipeline._time_order != (None, "error"):  # lateness= or late=: late rows out, each input by time
         if time not in engine_in.names:
             raise _engine.InvalidInputError(f"time column '{time}' not found; the inputs' columns are: "
                                             f"{', '.join(engine_in.names)}")
-        tagged = in_time_order(tagged, time, n_inputs, pipeline._time_order, engine_in.field(time).type,
-                               INPUT_COLUMN, POSITION_COLUMN)
+        tagged = in_time_order(tagged, time, n_inputs, pipeline._time_order, engine_in.field(time).type)
 
     threads = threads or _task_cpus(tagged.sparkSession)
     df = tagged.withColumn(TIME_COLUMN, F.col(time))
     sequence = [TIME_COLUMN, INPUT_COLUMN, POSITION_COLUMN]
     n = partitions or df.sparkSession.sparkContext.defaultParallelism
     df, sequence, _ = _run_stages(df, stages, engine_in, sequence, n_inputs, time, threads, n, itertools.count(),
-                                  from_source=True, by_time=by_time)
+                                  from_source=True)
     if not ordered:
         return _lazy(df.drop(*sequence), "run")
     return _sorted(df, [F.asc_nulls_last(c) for c in sequence], n).drop(*sequence)
@@ -769,13 +778,12 @@ def run(
 
 def _run_stages(df: DataFrame, stages: list[_Stage], engine_in: pa.Schema, sequence: list[str], inputs: int,
                 time: str, threads: int | None, partitions: int, names: Iterator[int], *,
-                from_source: bool, by_time: bool = False) -> tuple[DataFrame, list[str], pa.Schema]:
+                from_source: bool) -> tuple[DataFrame, list[str], pa.Schema]:
     """``df`` through ``stages``: each repartitioned by its key (one partition for a stateful one,
     with a warning), sorted within partitions in sequence order, run by mapInArrow; returns the
     result, its sequence columns and its data columns' engine schema. ``names`` numbers the stages
     of the whole query. ``from_source``: ``df`` holds a source's tagged inputs, which the first stage
-    merges by time; ``by_time``: its rows come per input in (time, position) order, not position
-    order (an input put back in time order, pyarrow_ops/spark/lateness.py)."""
+    merges by time."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
@@ -790,8 +798,7 @@ def _run_stages(df: DataFrame, stages: list[_Stage], engine_in: pa.Schema, seque
         else:
             df = df.repartition(partitions)
         first = from_source and index == 0
-        order = ([INPUT_COLUMN, TIME_COLUMN, POSITION_COLUMN] if by_time else [INPUT_COLUMN, POSITION_COLUMN]) if first \
-            else sequence
+        order = [INPUT_COLUMN, POSITION_COLUMN] if first else sequence
         df = df.sortWithinPartitions(*[F.asc_nulls_last(c) for c in order])
         spark_in = to_arrow_schema(df.schema, timezone="UTC")
         fn, spark_out, engine_in, sequence = _stage_udf(stage, f"__pao_s{next(names)}", first, spark_in, engine_in,

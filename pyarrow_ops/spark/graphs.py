@@ -103,7 +103,6 @@ def run_graph(outputs: Mapping[str, Pipeline], inputs: Mapping[Pipeline, DataFra
 
     nodes: dict[int, _Node] = {}
     inputs_of: dict[int, int] = {}  # a source node's number of inputs
-    by_time: set[int] = set()  # source nodes put back in time order (lateness=): sorted by time, not position
     chain_start: dict[int, tuple[int, list[Any]]] = {}  # a step node -> (the chain's input node, steps so far)
     for index, (kind, payload, node_inputs) in enumerate(graph.nodes):
         if kind == "source":
@@ -111,10 +110,8 @@ def run_graph(outputs: Mapping[str, Pipeline], inputs: Mapping[Pipeline, DataFra
             tagged = tagged.withColumn(ps.TIME_COLUMN, F.col(time))
             spark_in = to_arrow_schema(tagged.schema, timezone="UTC")
             schema = pa.schema([f for f in spark_in if not f.name.startswith("__pao_")])
-            if graph.time_orders[payload] != (None, "error"):  # late rows out; a chain takes it by time
-                tagged = ps.in_time_order(tagged, time, count, graph.time_orders[payload], schema.field(time).type,
-                                          ps.INPUT_COLUMN, ps.POSITION_COLUMN)
-                by_time.add(index)
+            if graph.time_orders[payload] != (None, "error"):  # late rows out, each input renumbered by time
+                tagged = ps.in_time_order(tagged, time, count, graph.time_orders[payload], schema.field(time).type)
             nodes[index] = _Node(tagged, [ps.TIME_COLUMN, ps.INPUT_COLUMN, ps.POSITION_COLUMN], schema)
             inputs_of[index] = count
         elif kind == "step":
@@ -125,7 +122,7 @@ def run_graph(outputs: Mapping[str, Pipeline], inputs: Mapping[Pipeline, DataFra
                 chain_start[index] = (start, steps)  # the chain goes on: run it at its end
                 continue
             nodes[index] = _chain(nodes[start], steps, time, inputs_of.get(start), threads, n, names,
-                                  from_source=graph.nodes[start][0] == "source", by_time=start in by_time)
+                                  from_source=graph.nodes[start][0] == "source")
         elif kind == "union":
             nodes[index] = _union([nodes[i] for i in node_inputs], time, next(names))
         else:
@@ -147,13 +144,13 @@ def _only_consumer_is_step(graph: _Graph, index: int) -> bool:
 
 
 def _chain(node: _Node, steps: list[Any], time: str, inputs: int | None, threads: int, partitions: int,
-           names: Iterator[int], *, from_source: bool, by_time: bool) -> _Node:
+           names: Iterator[int], *, from_source: bool) -> _Node:
     import pyarrow_ops.spark as ps
 
     chain = Pipeline.from_steps(steps, time=time)
     stages = ps._stages(chain, node.schema)
     df, sequence, schema = ps._run_stages(node.df, stages, node.schema, node.sequence, inputs or 1, time, threads,
-                                          partitions, names, from_source=from_source, by_time=by_time)
+                                          partitions, names, from_source=from_source)
     return _Node(df, sequence, schema)
 
 

@@ -9,10 +9,11 @@ whole input, so the rule of docs/time.md is applied to it in two steps instead:
   rows out of the maximum changes nothing: the watermark before a row is the latest time of *all*
   the rows before it, less the bound. One running maximum per input, in arrival order (a window
   over the input's positions), marks the late rows; no row depends on what the policy did before it.
-- **The order.** The rows that are not late of each input are handed to the first stage in
-  (time, arrival) order (``_run_stages`` sorts a reordered source by input, time, position), so
-  the engine merges them as it merges sorted inputs, and the sequence columns (time, input,
-  position) keep sorting the result in the merged order of the in-process run.
+- **The order.** The rows that are not late of each input are renumbered in (time, arrival)
+  order, the order the in-process buffer restores: their new positions make each input sorted by
+  time, so everything after (the stages of ``run``, the partitions of ``aggregate``) reads them
+  as it reads sorted inputs, and ties in the merged order (time, input, position) still fall in
+  arrival order.
 
 A row's arrival position is its Spark row order (``monotonically_increasing_id``, or ``order_by``),
 as for sorted inputs. The running maximum takes each input's rows in one Spark partition.
@@ -49,32 +50,32 @@ def _as_long(df: DataFrame, time: str) -> Column:
                                     "a timestamp, date or integer time column")
 
 
-def _flagged(df: DataFrame, time: str, input_column: str, position_column: str, limits: list[int]) -> tuple[
+def _flagged(df: DataFrame, time: str, index: Column, position_column: str, limits: list[int]) -> tuple[
         DataFrame, Column]:
     """``df`` with the latest time before each row in its input (``_LATEST``, null for an input's
-    first row), and the condition that a row is late."""
+    first row), and the condition that a row is late. ``index``: each row's input index."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    before = Window.partitionBy(input_column).orderBy(position_column).rowsBetween(Window.unboundedPreceding, -1)
+    before = Window.partitionBy(index).orderBy(position_column).rowsBetween(Window.unboundedPreceding, -1)
     t = _as_long(df, time)
     df = df.withColumn(_LATEST, F.max(t).over(before))
-    bound = F.element_at(F.array(*[F.lit(b) for b in limits]), F.col(input_column) + 1)
+    bound = F.element_at(F.array(*[F.lit(b) for b in limits]), index.cast("int") + 1)
     return df, F.col(_LATEST).isNotNull() & (_as_long(df, time) < F.col(_LATEST) - bound)
 
 
-def _refuse_first_late(df: DataFrame, late: Column, time: str, input_column: str, position_column: str,
+def _refuse_first_late(df: DataFrame, late: Column, time: str, index: Column, position_column: str,
                        limits: list[int]) -> None:
     """late="error": an UnsortedInputError naming the first late row's input, row and times (one
     Spark job; a second one counts the rows before it only when there is one)."""
     from pyspark.sql import functions as F
 
-    first = (df.filter(late).orderBy(input_column, position_column)
-             .select(input_column, position_column, time, _LATEST).limit(1).collect())
+    first = (df.filter(late).orderBy(index, position_column)
+             .select(index.alias("__pao_i"), position_column, time, _LATEST).limit(1).collect())
     if not first:
         return
     i, position, value, latest = first[0]
-    row = df.filter((F.col(input_column) == i) & (F.col(position_column) < position)).count()
+    row = df.filter((index == i) & (F.col(position_column) < position)).count()
     raise _engine.UnsortedInputError(
         f"input {i} is not sorted by '{time}' within its lateness: row {row} has {value}, earlier than its latest "
         f"time before it, {latest} (as the engine's integer), less the lateness of {limits[i]} (raise lateness=, "
@@ -82,20 +83,30 @@ def _refuse_first_late(df: DataFrame, late: Column, time: str, input_column: str
 
 
 def in_time_order(df: DataFrame, time: str, inputs: int, time_order: tuple[Lateness, str], time_type: pa.DataType,
-                  input_column: str, position_column: str) -> DataFrame:
-    """The tagged inputs ``df`` less their late rows (``late="drop"``), or as they are once none is
-    late (``"error"``, which raises otherwise). ``"side"`` is refused: :func:`late_rows` gives them."""
+                  *, packed_shift: int | None = None) -> DataFrame:
+    """The tagged inputs ``df`` less their late rows (``late="drop"``; ``"error"`` raises for the
+    first), each input's rows renumbered in (time, arrival) order. ``packed_shift``: the positions
+    are packed (``_with_packed_position``: the input index above that many bits), else the index is
+    ``__pao_input``. ``"side"`` is refused: :func:`late_rows` gives the late rows."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from pyarrow_ops.spark import INPUT_COLUMN, POSITION_COLUMN
+
     lateness, late = time_order
     if late == "side":
-        raise _engine.UsageError("late=\"side\" is not supported by pyarrow_ops.spark.run: run with late=\"drop\" and "
-                                 "take the late rows from pyarrow_ops.spark.late_rows(...)")
+        raise _engine.UsageError("late=\"side\" is not supported on Spark: pass late=\"drop\" and take the late "
+                                 "rows from pyarrow_ops.spark.late_rows(...)")
     limits = bounds(lateness, late, inputs, time_type)
     assert limits is not None
-    flagged, is_late = _flagged(df, time, input_column, position_column, limits)
+    index = F.col(INPUT_COLUMN) if packed_shift is None else F.shiftright(F.col(POSITION_COLUMN), packed_shift)
+    flagged, is_late = _flagged(df, time, index, POSITION_COLUMN, limits)
     if late == "error":
-        _refuse_first_late(flagged, is_late, time, input_column, position_column, limits)
-        return df
-    return flagged.filter(~is_late).drop(_LATEST)
+        _refuse_first_late(flagged, is_late, time, index, POSITION_COLUMN, limits)
+    kept = flagged.filter(~is_late).drop(_LATEST)
+    rank = F.row_number().over(Window.partitionBy(index).orderBy(_as_long(df, time), F.col(POSITION_COLUMN))) - 1
+    renumbered = rank.cast("long") if packed_shift is None else F.shiftleft(index, packed_shift) + rank
+    return kept.withColumn(POSITION_COLUMN, renumbered)
 
 
 def late_rows(inputs: Any, *, time: str, lateness: Lateness = None, input_column: str | None = None,
@@ -120,7 +131,7 @@ def late_rows(inputs: Any, *, time: str, lateness: Lateness = None, input_column
     time_type = to_arrow_schema(tagged.select(time).schema, timezone="UTC").field(time).type
     limits = bounds(lateness, "drop", n, time_type)
     assert limits is not None
-    flagged, is_late = _flagged(tagged, time, INPUT_COLUMN, POSITION_COLUMN, limits)
+    flagged, is_late = _flagged(tagged, time, F.col(INPUT_COLUMN), POSITION_COLUMN, limits)
     numbered = flagged.withColumn(
         "__pao_row", F.row_number().over(Window.partitionBy(INPUT_COLUMN).orderBy(POSITION_COLUMN)) - 1)
     data = [c for c in tagged.columns if not c.startswith("__pao_")]

@@ -98,3 +98,23 @@ def test_side_is_refused_with_the_way_out(spark) -> None:
     table = disordered(2, 1, 3)[0]
     with pytest.raises(po.UsageError, match="late_rows"):
         ps.run(chain(table, 3, "side"), frames(spark, [table]))
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+def test_an_aggregate_drops_the_late_rows_as_in_process(spark, pinned: bool) -> None:
+    """Positions from Spark's row ids packed with the input index, or pinned by a column (the index
+    and the position as two)."""
+    tables = disordered(8, 3, 7)
+    aggs = {"n": po.count(), "s": po.sum("v"), "first": po.first("v"), "last": po.last("v")}
+    window = po.sliding(size=12, advance=4)
+    want = po.aggregate(tables, time="t", key="k", window=window, aggs=aggs, lateness=7, late="drop").to_arrow()
+    if pinned:
+        combined = pa.concat_tables([
+            t.append_column("src", pa.array([i] * t.num_rows, pa.int32()))
+             .append_column("seq", pa.array(range(t.num_rows), pa.int64())) for i, t in enumerate(tables)])
+        inputs, extra = frames(spark, [combined])[0], {"input_column": "src", "order_by": "seq"}
+    else:
+        inputs, extra = frames(spark, tables), {}
+    got = ps.aggregate(inputs, time="t", key="k", window=window, aggs=aggs, lateness=7, late="drop", partitions=3,
+                       **extra).toArrow()
+    assert got.select(want.column_names).to_pylist() == want.to_pylist()
