@@ -405,7 +405,7 @@ class Pipeline:
             reorder: one of :data:`REORDERS`.
             partitioning: one of :data:`PARTITIONINGS`.
             morsel: rows per unit of work (default adaptive); 1 processes tuple by tuple.
-            partitions: partitions of partitioned operators (default 64 for hybrid, else threads).
+            partitions: partitions of partitioned operators (default 4 per thread for hybrid, else threads).
             reorder_capacity: inputs an operator may run ahead of its oldest unfinished one.
             max_inflight: morsels alive at once before reading more input.
             slice_us: microseconds a worker stays on one operator before rescheduling.

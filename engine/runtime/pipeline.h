@@ -80,8 +80,8 @@ struct PipelineOptions {
   Heuristic scheduler = Heuristic::kCT;
   sync::ReorderScheme reorder = sync::ReorderScheme::kNonBlocking;
   sync::Partitioning partitioning = sync::Partitioning::kHybrid;
-  // Partitions of a partitioned operator; 0 = 64 for kHybrid (fine partitions balance skew),
-  // the number of workers for kPartitioned and kShared (the paper's setting for them).
+  // Partitions of a partitioned operator; 0 = 4 per worker for kHybrid (several per worker
+  // balance skew), the number of workers for kPartitioned and kShared (the paper's setting).
   size_t partitions = 0;
   // Rows per morsel; 0 = adaptive (see pipeline.cpp, `morsel_rows_for`).
   int64_t morsel_rows = 0;
