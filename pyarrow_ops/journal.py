@@ -134,38 +134,31 @@ class Journal:
         for name, items in saved["segments"]:
             if not (self.directory / name).is_file():
                 raise CheckpointError(f"{self.directory / name} is missing from the journal; nothing was restored")
-            if items > 0:
-                # Checked before the run starts: the counted items must all be there, whole.
-                self._count(name, items)
+            try:  # checked before the run starts: the counted items must all be there, whole
+                for _ in self._read(name, items):
+                    pass
+            except (pa.ArrowInvalid, OSError) as e:
+                raise CheckpointError(f"{self.directory / name} is truncated or corrupted: it does not hold the "
+                                      f"{items} items the snapshot counts ({e}); nothing was restored") from None
 
     def resume(self, saved: dict[str, Any]) -> Iterator[pa.RecordBatch | int]:
         """The items a snapshot recorded (check() passed), read back lazily: batches, and
         heartbeats as ints. This run's own items go to a new segment after them."""
         self.segments = [list(s) for s in saved["segments"]]
-        return self._replay([list(s) for s in saved["segments"]])
+        return (item for name, items in list(self.segments) for item in self._read(name, items))
 
-    def _count(self, name: str, items: int) -> None:
-        try:
-            with pa.OSFile(str(self.directory / name)) as f:
-                reader = pa.ipc.open_stream(f)
-                for _ in range(items):
-                    reader.read_next_batch()
-        except (pa.ArrowInvalid, StopIteration, OSError) as e:
-            raise CheckpointError(f"{self.directory / name} is truncated or corrupted: it does not hold the "
-                                  f"{items} items the snapshot counts ({e}); nothing was restored") from None
-
-    def _replay(self, segments: list[list[Any]]) -> Iterator[pa.RecordBatch | int]:
-        for name, items in segments:
-            if items == 0:
-                continue
-            with pa.OSFile(str(self.directory / name)) as f:
-                reader = pa.ipc.open_stream(f)
-                for _ in range(items):
+    def _read(self, name: str, items: int) -> Iterator[pa.RecordBatch | int]:
+        """The first `items` items of segment `name`."""
+        if items == 0:
+            return
+        with pa.OSFile(str(self.directory / name)) as f:
+            reader = pa.ipc.open_stream(f)
+            for k in range(items):
+                try:
                     batch, meta = reader.read_next_batch_with_custom_metadata()
-                    if meta is not None and _HEARTBEAT in meta:
-                        yield int(meta[_HEARTBEAT])
-                    else:
-                        yield batch
+                except StopIteration:  # the stream ends early (inside a generator it would be a RuntimeError)
+                    raise pa.ArrowInvalid(f"the segment ends after {k} items") from None
+                yield int(meta[_HEARTBEAT]) if meta is not None and _HEARTBEAT in meta else batch
 
     def close(self) -> None:
         if self._writer is not None:

@@ -214,15 +214,15 @@ class LiveInput:
         # promises more than the rows and heartbeats before it did: an item that moves nothing
         # would make a reader that saw this input ready wait for the next one.
         floor = self._floor()
-        if floor is None or value > floor:
-            if not wait and self._queue.full():
-                raise queue.Full  # nothing changed
-            if self._journal is not None:  # with lateness= a heartbeat decides which rows are late
-                with self._journal_lock:
-                    self._journal.heartbeat(value)
-            self._queue.put(value, block=wait)  # only threads holding self._lock put: the room stays
+        moves = floor is None or value > floor
+        if moves and not wait and self._queue.full():
+            raise queue.Full  # nothing changed
         with self._journal_lock:
+            if moves and self._journal is not None:  # with lateness= a heartbeat decides which rows are late
+                self._journal.heartbeat(value)
             self._heartbeat = value
+        if moves:
+            self._queue.put(value, block=wait)  # only threads holding self._lock put: the room stays
 
     def close(self) -> None:
         """Ends the input: nothing more will be pushed. Closing twice is a :class:`UsageError`; closing

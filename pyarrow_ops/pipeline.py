@@ -498,17 +498,19 @@ class PipelineResult(Result):
         if self._sole:
             self._stop()
 
-    def _stop(self) -> None:
+    def _stop(self, why: str = "closed", timeout: float | None = None) -> None:
+        # The live inputs first: a cancel joins the ingress, which may be waiting on one.
         for live in self._lives:
-            live._stop_feeding()
-        self._handle.cancel()
+            live._stop_feeding(why)
+        if timeout is None:
+            self._handle.cancel()
+        else:
+            shutdown.stop_joined(self._handle.cancel, timeout)
 
     def _stop_at_exit(self, timeout: float) -> bool:
         if self.closed and self._sole:
             return False  # read out or closed: the run has stopped
-        for live in self._lives:
-            live._stop_feeding("stopped at interpreter exit")
-        shutdown.stop_joined(self._handle.cancel, timeout)
+        self._stop("stopped at interpreter exit", timeout)
         return True
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
