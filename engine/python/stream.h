@@ -15,9 +15,13 @@ struct Stream {
   // when the pull returns), and a second reader from pulling the same source at once.
   bool pulling = false;
   bool close_requested = false;
+  bool closed = false;  // close() was called: says why the source is gone
 
   BatchSource& get() {
-    if (!source) throw Error(ErrorKind::kUsage, "this stream was already consumed or closed");
+    if (!source) {
+      throw Error(ErrorKind::kUsage, closed ? "this stream was closed"
+                                            : "this stream was already consumed (passed to a run or exported)");
+    }
     if (pulling) {
       throw Error(ErrorKind::kUsage, "this stream is being read by another thread; a result is read by one thread");
     }
@@ -28,6 +32,7 @@ struct Stream {
     return std::move(source);
   }
   void close() {
+    closed = true;
     if (pulling) {
       close_requested = true;
     } else {

@@ -77,7 +77,7 @@ def test_cancelled_result_releases_everything():
     del first
     assert_all_released(a, b)
     assert result.closed
-    with pytest.raises(po.UsageError, match="already consumed or closed"):
+    with pytest.raises(po.UsageError, match="this stream was closed"):
         result.to_arrow()
 
 
