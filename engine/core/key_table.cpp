@@ -164,33 +164,46 @@ uint32_t KeyTable::dense_miss(uint64_t v) {
   // in value order), while the keys' values span at most kDenseSpread entries per key, or
   // kDenseFloor entries (a few keys seen in random order of a small range, such as the first
   // songs, look spread).
-  constexpr uint64_t kDenseSpread = 8;
-  constexpr uint64_t kDenseFloor = uint64_t{1} << 16;  // 256 KB
-  const uint64_t limit = std::max(kDenseSpread * (count_ + 1), kDenseFloor);
   const uint64_t lo = n == 0 ? v : std::min(v, dense_min_);
   const uint64_t hi = n == 0 ? v : std::max(v, dense_max_);
-  if (hi - lo >= limit) {
-    // Spread-out values: hash every key from now on.
+  dense_min_ = lo;
+  dense_max_ = hi;
+  if (hi - lo >= dense_limit()) {
+    // Spread-out values: hash the keys, until enough of them fill their range (hashed_id).
     dense_on_ = false;
     std::vector<uint32_t>().swap(dense_);
     rehash(std::bit_ceil(std::max<size_t>(1024, 4 * (count_ + 1))));
     return hashed_id(v);
   }
-  // The spare room split around the keys' values (either side may get the next new key),
-  // clamped to the value range [0, 2^64 - 1].
-  const uint64_t size = std::min(limit, std::max<uint64_t>({hi - lo + 1, 2 * n, 64}));
+  make_dense(std::max<uint64_t>(2 * n, 64));
+  return dense_[static_cast<size_t>(v - dense_lo_)] = add_packed(v);
+}
+
+uint64_t KeyTable::dense_limit() const noexcept {
+  // 16 entries of 4 bytes per key: at most twice a hash table's 16-byte slots, a quarter to half
+  // full, for one load per lookup instead of a hash and a probe; and a partition of a keyed
+  // operator holds 1 key in P of a range (routed by hash), so 8 partitions of 100,000 meter ids
+  // fill their range an eighth (at 8 per key, half of them hashed).
+  constexpr uint64_t kDenseSpread = 16;
+  constexpr uint64_t kDenseFloor = uint64_t{1} << 16;  // 256 KB
+  return std::max(kDenseSpread * (count_ + 1), kDenseFloor);
+}
+
+void KeyTable::make_dense(uint64_t at_least) {
+  // The spare room split around the keys' values [dense_min_, dense_max_] (either side may get
+  // the next new key), clamped to the value range [0, 2^64 - 1].
+  const uint64_t lo = dense_min_, hi = dense_max_;
+  const uint64_t size = std::min(dense_limit(), std::max(hi - lo + 1, at_least));
   const uint64_t spare = size - (hi - lo + 1);
   const uint64_t top = ~uint64_t{0};
   const uint64_t new_lo = std::min(lo - std::min(lo, spare / 2), top - (size - 1));
-  dense_min_ = lo;
-  dense_max_ = hi;
   std::vector<uint32_t> grown(static_cast<size_t>(size), kEmpty);
   for (uint32_t id = 0; id < value_of_.size(); ++id) {
     if (id != null_id_) grown[static_cast<size_t>(value_of_[id] - new_lo)] = id;
   }
   dense_.swap(grown);
   dense_lo_ = new_lo;
-  return dense_[static_cast<size_t>(v - new_lo)] = add_packed(v);
+  dense_on_ = true;
 }
 
 uint32_t KeyTable::hashed_id(uint64_t v) {
@@ -204,7 +217,18 @@ uint32_t KeyTable::hashed_id(uint64_t v) {
   }
   const uint32_t id = add_packed(v);
   slots_[s] = {v, id};
-  if (count_ * 2 > slots_.size()) rehash(slots_.size() * 2);  // grow at half full: probes stay short
+  dense_min_ = std::min(dense_min_, v);
+  dense_max_ = std::max(dense_max_, v);
+  if (count_ * 2 > slots_.size()) {  // grow at half full: probes stay short
+    // Keys that looked spread while few (the first of 100,000 meter ids in random order) may
+    // fill their range once many: then one array load per lookup beats a probe (dense_limit()).
+    if (dense_max_ - dense_min_ < dense_limit()) {
+      make_dense(0);
+      std::vector<Entry>().swap(slots_);
+    } else {
+      rehash(slots_.size() * 2);
+    }
+  }
   return id;
 }
 

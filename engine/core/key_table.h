@@ -93,6 +93,11 @@ class KeyTable {
   uint32_t add_packed(uint64_t normalized);
   // A value outside dense_'s range: widens the range, or leaves the dense path for good.
   uint32_t dense_miss(uint64_t normalized);
+  // The widest range of values dense_ may cover for the keys so far.
+  uint64_t dense_limit() const noexcept;
+  // dense_ rebuilt over [dense_min_, dense_max_] with room to spare (at least `at_least`
+  // entries, within dense_limit()), holding every key; dense lookups on.
+  void make_dense(uint64_t at_least);
   uint32_t hashed_id(uint64_t normalized);
   // Rebuilds the hash table with `size` (a power of two) entries from value_of_.
   void rehash(size_t size);
@@ -110,10 +115,12 @@ class KeyTable {
   // hash table below takes 16 bytes per entry at up to 4 entries per key: 40,000 song keys are
   // 160 KB dense, which stays in L2, against 2 MB hashed, which does not (a cache miss per
   // tuple on that query's rarely seen songs). The first value outside that spread moves every
-  // key into the hash table, once.
+  // key into the hash table; the keys move back when the table grows and they fill their range
+  // again (a few ids seen first in random order look spread; dense_min_ and dense_max_ are kept
+  // in both modes for that).
   bool dense_on_ = true;
   uint64_t dense_lo_ = 0;              // dense_[i] is the id of value dense_lo_ + i
-  uint64_t dense_min_ = 0, dense_max_ = 0;  // the least and greatest value in dense_ (once not empty)
+  uint64_t dense_min_ = 0, dense_max_ = 0;  // the least and greatest key value (once there is one)
   std::vector<uint32_t> dense_;
   // Open addressing; a value and its id side by side, so a probe touches one cache line.
   struct Entry {

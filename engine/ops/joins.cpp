@@ -66,6 +66,21 @@ class JoinKeys {
     if (has_null(keys, row)) return std::nullopt;
     return table_->id(keys, row);
   }
+  // id() of rows [start, start + length) of a view into out (resized), kNoKey for a row with a
+  // null key column: the bulk path (KeyTable::ids, its lookups overlapped).
+  static constexpr uint32_t kNoKey = UINT32_MAX;
+  void ids(const Batch& keys, int64_t start, int64_t length, std::vector<int64_t>& rows, std::vector<uint32_t>& out) {
+    rows.resize(static_cast<size_t>(length));
+    for (int64_t i = 0; i < length; ++i) rows[static_cast<size_t>(i)] = start + i;
+    table_->ids(keys, rows, out);
+    for (size_t c = 0; c < keys.num_columns(); ++c) {
+      if (!keys.column(c).may_have_nulls()) continue;
+      for (int64_t i = 0; i < length; ++i) {
+        if (has_null(keys, start + i)) out[static_cast<size_t>(i)] = kNoKey;
+      }
+      break;
+    }
+  }
   // Without adding: const, for readers of a table built once.
   std::optional<uint32_t> find(const Batch& keys, int64_t row) const {
     if (has_null(keys, row)) return std::nullopt;
@@ -489,50 +504,100 @@ class AsofJoin final : public StreamJoin {
   }
   Selectivity selectivity() const override { return Selectivity::kExactlyOne; }
 
+  // Column-wise: each run's keys are looked up at once, and a left row's latest right tuple is
+  // requested from memory a few rows ahead (100,000 keys' entries are megabytes: a miss per row
+  // otherwise, most of the join's time). The left rows leave as slices of their batches (a run
+  // is consecutive rows of one batch); only the right columns are gathered.
   Batch push(size_t port, const Batch& in, int64_t bound) override {
     accept(port, in, bound);
-    std::vector<std::optional<Ref>> lefts, rights;
+    Sources lefts, rights;
+    rights.add(UINT64_MAX, null_right_);  // source 0: the null row of an unmatched left row
     while (std::optional<MergedPorts::Run> run = merged_.next()) {
       const Batch keys = keys_.view(run->port, *run->batch);
-      for (int64_t i = 0; i < run->length; ++i) {
-        const int64_t row = run->start + i;
-        const std::optional<uint32_t> key = keys_.id(keys, row);
-        if (run->port == 1) {
-          if (!key) continue;
-          if (*key >= latest_.size()) latest_.resize(static_cast<size_t>(*key) + 1);
-          std::optional<Latest>& slot = latest_[*key];
-          if (slot) right_store_.release(slot->ref.batch);
-          slot = Latest{run->times[i], {run->tag, row}};
+      keys_.ids(keys, run->start, run->length, rows_, ids_);
+      if (run->port == 1) {
+        for (int64_t i = 0; i < run->length; ++i) {
+          const uint32_t key = ids_[static_cast<size_t>(i)];
+          if (key == JoinKeys::kNoKey) continue;
+          if (key >= latest_.size()) latest_.resize(static_cast<size_t>(key) + 1);
+          Latest& slot = latest_[key];
+          if (slot.batch != kNone) right_store_.release(slot.batch);
+          slot = Latest{run->times[i], run->tag, run->start + i};
           right_store_.hold(run->tag);
-          continue;
         }
-        lefts.push_back(Ref{run->tag, row});
-        std::optional<Ref> match;
-        if (key && *key < latest_.size() && latest_[*key]) {
-          const Latest& r = *latest_[*key];
-          if (!tolerance_ || run->times[i] - r.time <= *tolerance_) match = r.ref;
+        taken(*run);
+        continue;
+      }
+      append_row_range(lefts.segments, lefts.of(run->tag, left_store_), run->start, run->length);
+      const size_t n = static_cast<size_t>(run->length);
+      for (size_t i = 0; i < n; ++i) {
+        if (i + KeyTable::kPrefetchAhead < n) {
+          const uint32_t ahead = ids_[i + KeyTable::kPrefetchAhead];
+          if (ahead < latest_.size()) __builtin_prefetch(&latest_[ahead]);
         }
-        rights.push_back(match);
+        const uint32_t key = ids_[i];
+        const Latest* r = key < latest_.size() && latest_[key].batch != kNone ? &latest_[key] : nullptr;
+        if (r && tolerance_ && run->times[i] - r->time > *tolerance_) r = nullptr;
+        if (r) {
+          append_row(rights.segments, rights.of(r->batch, right_store_), r->row);
+        } else {
+          rights.segments.push_back({0, 0, 1});
+        }
       }
       taken(*run);
     }
     Batch out = empty_batch(output_);
-    if (!lefts.empty()) {
+    if (!lefts.segments.empty()) {
       std::vector<ColumnBuilder> none;
-      out = combine(output_, gather_refs(left_, left_store_, lefts, Batch()), std::nullopt,
-                    gather_refs(right_columns_.payload, right_store_, rights, null_right_), none);
+      out = combine(output_, lefts.batch(left_), std::nullopt, rights.batch(right_columns_.payload), none);
     }
     return trimmed(std::move(out));
   }
 
  private:
+  static constexpr uint64_t kNone = UINT64_MAX;
+  // A key's latest right tuple: its time and row of right_store_ batch `batch` (kNone: none yet).
   struct Latest {
-    int64_t time;
-    Ref ref;
+    int64_t time = 0;
+    uint64_t batch = kNone;
+    int64_t row = 0;
   };
+  // The batches one push's output takes rows from, and the segments of those rows in order.
+  struct Sources {
+    std::vector<Batch> batches;
+    std::vector<uint64_t> ids;  // batches[i] is store batch ids[i]
+    std::vector<Segment> segments;
+    void add(uint64_t id, Batch b) {
+      ids.push_back(id);
+      batches.push_back(std::move(b));
+    }
+    uint32_t of(uint64_t id, const BatchStore& store) {
+      for (size_t i = ids.size(); i-- > 0;) {  // recent first: rows cluster
+        if (ids[i] == id) return static_cast<uint32_t>(i);
+      }
+      add(id, store.at(id));
+      return static_cast<uint32_t>(ids.size() - 1);
+    }
+    // The rows as one batch of `schema`: a slice when they are one range of one batch.
+    Batch batch(const std::shared_ptr<const Schema>& schema) const {
+      if (segments.size() == 1 && ids[segments[0].source] != UINT64_MAX) {
+        return batches[segments[0].source].slice(segments[0].start, segments[0].length).with_schema(schema);
+      }
+      return gather(schema, batches, segments);
+    }
+  };
+  static void append_row_range(std::vector<Segment>& segments, uint32_t source, int64_t start, int64_t length) {
+    if (!segments.empty() && segments.back().source == source && segments.back().start + segments.back().length == start) {
+      segments.back().length += length;
+    } else {
+      segments.push_back({source, start, length});
+    }
+  }
 
   std::optional<int64_t> tolerance_;
-  std::vector<std::optional<Latest>> latest_;  // by key id: the latest right tuple
+  std::vector<Latest> latest_;  // by key id: the latest right tuple
+  std::vector<int64_t> rows_;   // scratch of push()
+  std::vector<uint32_t> ids_;
 };
 
 // ---- lookup join -------------------------------------------------------------------------------

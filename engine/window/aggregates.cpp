@@ -327,19 +327,31 @@ void AggStates::update_many(const uint32_t* slots, const Batch& batch, size_t n,
     for (size_t i = 0; i < n; ++i) update(slots[i], read(batch, row_of(i)), at_of(i));
     return;
   }
+  // A slot's state is data-dependent (a key's): requested KeyTable::kPrefetchAhead rows ahead, so
+  // states larger than the caches (100,000 keys' windows) cost overlapping misses.
+  const auto ahead = [&](size_t i) {
+    if (i + KeyTable::kPrefetchAhead < n) prefetch(slots[i + KeyTable::kPrefetchAhead]);
+  };
   if (column_ < 0) {  // count()
-    for (size_t i = 0; i < n; ++i) ++cells_[slots[i]].n;
+    for (size_t i = 0; i < n; ++i) {
+      ahead(i);
+      ++cells_[slots[i]].n;
+    }
     return;
   }
   const Column& c = batch.column(static_cast<size_t>(column_));
   const bool all_valid = !c.may_have_nulls();
   if (kind_ == AggKind::kCount) {
-    for (size_t i = 0; i < n; ++i) cells_[slots[i]].n += all_valid || c.is_valid(row_of(i));
+    for (size_t i = 0; i < n; ++i) {
+      ahead(i);
+      cells_[slots[i]].n += all_valid || c.is_valid(row_of(i));
+    }
     return;
   }
   if ((kind_ == AggKind::kSum || kind_ == AggKind::kMean) && in_type_.id == TypeId::kFloat64) {
     const double* v = c.typed<double>();
     for (size_t i = 0; i < n; ++i) {
+      ahead(i);
       const int64_t row = row_of(i);
       if (!all_valid && !c.is_valid(row)) continue;
       ++cells_[slots[i]].n;

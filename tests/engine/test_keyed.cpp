@@ -7,6 +7,8 @@
 // by key id % partitions and each morsel's pieces merged by source row, equals the same operator
 // run one tuple at a time on one partition; and that run equals a plain model of
 // docs/pipeline.md (keyed_fixtures.h), which reads the data with its own readers.
+#include <unordered_map>
+
 #include "keyed_fixtures.h"
 #include "unit.h"
 
@@ -54,6 +56,57 @@ TEST(key_table_bulk_ids_equal_row_ids) {
       const Batch b = finish_batch(key_schema, from_one);
       for (int64_t r = 0; r < a.num_rows(); ++r) CHECK(cells(a, r) == cells(b, r));
     }
+  }
+}
+
+// A single int64 key column moves between the dense array and the hash table as its keys spread
+// and fill their range (a few far-apart keys, then many in between, then one far outside, then
+// many more): every value keeps its id, new values get the next id, find() agrees, bulk and row
+// by row alike, and the keys sort by value.
+TEST(key_table_keeps_ids_across_dense_and_hashed) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 6; ++round) {
+    std::vector<int64_t> values;
+    const int64_t range = int64_t{1} << (17 + round % 3);
+    values.push_back(0);
+    values.push_back(range - 1);  // spread: hashed from here
+    for (int i = 0; i < 60000; ++i) values.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(range)));
+    values.push_back(int64_t{1} << 50);  // far outside: hashed again
+    for (int i = 0; i < 20000; ++i) values.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(range)) - range / 2);
+    for (int i = 0; i < 200; ++i) values.push_back(static_cast<int64_t>(rng()));
+    DataType i64;
+    i64.id = TypeId::kInt64;
+    const auto sch = std::make_shared<const Schema>(Schema{{{"k", i64, false}}});
+    std::vector<ColumnBuilder> builders;
+    builders.emplace_back(i64);
+    for (int64_t v : values) builders[0].append_fixed(&v);
+    const Batch b = finish_batch(sch, builders);
+    KeyTable one(*sch, {0}), bulk(*sch, {0});
+    std::unordered_map<int64_t, uint32_t> model;
+    std::vector<uint32_t> got;
+    for (int64_t r = 0; r < b.num_rows();) {
+      std::vector<int64_t> rows;
+      const int64_t end = std::min<int64_t>(b.num_rows(), r + 1 + static_cast<int64_t>(rng() % 3000));
+      for (; r < end; ++r) rows.push_back(r);
+      bulk.ids(b, rows, got);
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const int64_t v = values[static_cast<size_t>(rows[i])];
+        const auto [it, added] = model.emplace(v, static_cast<uint32_t>(model.size()));
+        (void)added;
+        CHECK_EQ(got[i], it->second);
+        CHECK_EQ(one.id(b, rows[i]), it->second);
+      }
+    }
+    CHECK_EQ(bulk.size(), model.size());
+    for (int64_t r = 0; r < b.num_rows(); ++r) {
+      CHECK(bulk.find(b, r) == std::optional<uint32_t>(model.at(values[static_cast<size_t>(r)])));
+    }
+    std::vector<uint32_t> ids, order;
+    std::vector<int64_t> by_id(model.size());
+    for (const auto& [v, id] : model) by_id[id] = v;
+    for (uint32_t id = 0; id < model.size(); ++id) ids.push_back(id);
+    bulk.sort(ids.data(), order);
+    for (size_t i = 1; i < order.size(); ++i) CHECK(by_id[ids[order[i - 1]]] < by_id[ids[order[i]]]);
   }
 }
 
