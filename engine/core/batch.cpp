@@ -4,6 +4,7 @@
 #include <new>
 #include <string>
 
+#include "core/buffer_pool.h"
 #include "core/error.h"
 
 namespace pao {
@@ -23,11 +24,11 @@ void Buffer::reallocate(size_t capacity) {
   // aligned_alloc wants a multiple of the alignment; one spare line also makes size 0 valid, so a
   // column's data pointer is never null, even for zero rows.
   const size_t rounded = (capacity + 64) & ~size_t{63};
-  auto* fresh = static_cast<uint8_t*>(std::aligned_alloc(64, rounded));
-  if (fresh == nullptr) throw std::bad_alloc();
+  size_t usable = 0;
+  uint8_t* fresh = pool_allocate(rounded, &usable);
   if (size_ > 0) std::memcpy(fresh, data_.get(), size_);
-  data_.reset(fresh);
-  capacity_ = rounded;
+  data_ = std::unique_ptr<uint8_t, Free>(fresh, Free{usable});
+  capacity_ = usable;
 }
 
 Batch side_by_side(std::shared_ptr<const Schema> schema, const Batch& left, const Batch& right) {

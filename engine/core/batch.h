@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/bits.h"
+#include "core/buffer_pool.h"
 #include "core/types.h"
 
 namespace pao {
@@ -93,7 +94,8 @@ class BatchSource {
 };
 
 // Memory the engine allocates for the batches it builds: 64-byte aligned (the alignment the Arrow
-// format recommends, so kernels may use aligned vector loads) and uninitialised. A growing buffer
+// format recommends, so kernels may use aligned vector loads) and uninitialised; large buffers are
+// recycled (core/buffer_pool.h). A growing buffer
 // (ColumnBuilder's) keeps spare capacity, doubling as it grows, so appends cost amortised O(1).
 class Buffer {
  public:
@@ -130,7 +132,8 @@ class Buffer {
   void reallocate(size_t capacity);
 
   struct Free {
-    void operator()(uint8_t* p) const noexcept { std::free(p); }
+    size_t capacity;  // no default member initializer: GCC would not see Free as default-constructible here
+    void operator()(uint8_t* p) const noexcept { pool_free(p, capacity); }
   };
   std::unique_ptr<uint8_t, Free> data_;
   size_t size_ = 0;

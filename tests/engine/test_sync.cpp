@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -23,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/buffer_pool.h"
 #include "sync/fork_join.h"
 #include "sync/port_list.h"
 #include "sync/queues.h"
@@ -241,6 +243,49 @@ void reorder_stress(ReorderScheme scheme) {
       REQUIRE(finished);  // after a timeout the later configurations would only time out too
     }
   }
+}
+
+// The buffer pool (core/buffer_pool.h) shared by threads that allocate, write and free buffers of
+// many classes at once: no block is handed to two owners (each owner's marks stay its own), and
+// the idle bytes stay within the limit and are all released at the end. Run under ThreadSanitizer.
+TEST(buffer_pool_threads_stress) {
+  pao::pool_release();
+  constexpr int kThreads = 4;
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t, &errors] {
+      struct Held {
+        uint8_t* block;
+        size_t bytes, capacity;
+      };
+      std::mt19937_64 rng(static_cast<uint64_t>(t) + 1);
+      std::vector<Held> held;
+      const auto mark = static_cast<uint8_t>(t + 1);
+      for (int i = 0; i < 4000; ++i) {
+        if (held.size() < 8 && (held.empty() || rng() % 2 == 0)) {
+          const size_t bytes = (size_t{64} << 10) + (rng() % (size_t{4} << 20)) / 64 * 64;
+          Held h{nullptr, bytes, 0};
+          h.block = pao::pool_allocate(bytes, &h.capacity);
+          std::memset(h.block, mark, 64);
+          std::memset(h.block + bytes - 64, mark, 64);
+          held.push_back(h);
+        } else {
+          const Held h = held[rng() % held.size()];
+          std::erase_if(held, [&](const Held& x) { return x.block == h.block; });
+          if (h.block[0] != mark || h.block[h.bytes - 1] != mark) errors.fetch_add(1);
+          pao::pool_free(h.block, h.capacity);
+        }
+      }
+      for (const Held& h : held) pao::pool_free(h.block, h.capacity);
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK_EQ(errors.load(), 0);
+  const uint64_t idle = pao::pool_stats().idle_bytes;
+  CHECK(idle <= pao::kIdleLimit);
+  CHECK_EQ(pao::pool_release(), idle);
+  CHECK_EQ(pao::pool_stats().idle_bytes, 0u);
 }
 
 TEST(reorder_nonblocking_stress) { reorder_stress(ReorderScheme::kNonBlocking); }

@@ -1,0 +1,137 @@
+#include "core/buffer_pool.h"
+
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <vector>
+
+namespace pao {
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kPooled = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kPooled = false;
+#else
+constexpr bool kPooled = true;
+#endif
+#else
+constexpr bool kPooled = true;
+#endif
+
+// Class c covers sizes up to class_size(c): 2^(16 + c / 4) * (4 + c % 4) / 4.
+constexpr size_t kClasses = 4 * (std::countr_zero(kPoolMax) - std::countr_zero(kPoolMin)) + 1;
+
+constexpr size_t class_size(size_t c) noexcept { return (kPoolMin << (c / 4)) / 4 * (4 + c % 4); }
+
+// The least class whose size holds `bytes` (kPoolMin <= bytes <= kPoolMax).
+size_t class_of(size_t bytes) noexcept {
+  const size_t octave = static_cast<size_t>(std::bit_width((bytes - 1) / kPoolMin));  // bytes <= kPoolMin << octave
+  if (octave == 0) return 0;
+  // bytes is in (kPoolMin << (octave - 1), kPoolMin << octave]: the quarter steps of that octave.
+  const size_t base = kPoolMin << (octave - 1);
+  const size_t step = base / 4;
+  const size_t quarter = (bytes - base + step - 1) / step;  // 1..4
+  return 4 * (octave - 1) + quarter;
+}
+
+struct FreeList {
+  std::mutex mutex;
+  std::vector<uint8_t*> blocks;  // newest last: the most recently used memory goes out first
+};
+
+struct Pool {
+  std::array<FreeList, kClasses> lists;
+  // Relaxed: a bound on idle memory and counters for stats(); the lists' mutexes order the blocks.
+  std::atomic<uint64_t> idle{0};
+  std::atomic<uint64_t> reused{0};
+  std::atomic<uint64_t> fresh{0};
+};
+
+// Never destroyed: batches may be released during interpreter shutdown, after static destructors.
+Pool& pool() {
+  static Pool* p = new Pool;
+  return *p;
+}
+
+uint8_t* allocate_new(size_t bytes) {
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+}  // namespace
+
+uint8_t* pool_allocate(size_t bytes, size_t* capacity) {
+  if (!kPooled || bytes < kPoolMin || bytes > kPoolMax) {
+    *capacity = bytes;
+    return allocate_new(bytes);
+  }
+  const size_t c = class_of(bytes);
+  *capacity = class_size(c);
+  Pool& p = pool();
+  FreeList& list = p.lists[c];
+  {
+    std::lock_guard lock(list.mutex);
+    if (!list.blocks.empty()) {
+      uint8_t* block = list.blocks.back();
+      list.blocks.pop_back();
+      p.idle.fetch_sub(*capacity, std::memory_order_relaxed);
+      p.reused.fetch_add(1, std::memory_order_relaxed);
+      return block;
+    }
+  }
+  p.fresh.fetch_add(1, std::memory_order_relaxed);
+  return allocate_new(*capacity);
+}
+
+void pool_free(uint8_t* block, size_t capacity) noexcept {
+  if (block == nullptr) return;
+  if (!kPooled || capacity < kPoolMin || capacity > kPoolMax) {
+    std::free(block);
+    return;
+  }
+  Pool& p = pool();
+  // Reserve the idle room first, so concurrent frees never take the pool past its limit.
+  if (p.idle.fetch_add(capacity, std::memory_order_relaxed) + capacity > kIdleLimit) {
+    p.idle.fetch_sub(capacity, std::memory_order_relaxed);
+    std::free(block);
+    return;
+  }
+  FreeList& list = p.lists[class_of(capacity)];
+  try {
+    std::lock_guard lock(list.mutex);
+    list.blocks.push_back(block);
+  } catch (...) {  // no memory for the list's growth: the block goes back instead
+    p.idle.fetch_sub(capacity, std::memory_order_relaxed);
+    std::free(block);
+  }
+}
+
+PoolStats pool_stats() noexcept {
+  const Pool& p = pool();
+  return {p.idle.load(std::memory_order_relaxed), p.reused.load(std::memory_order_relaxed),
+          p.fresh.load(std::memory_order_relaxed)};
+}
+
+uint64_t pool_release() noexcept {
+  Pool& p = pool();
+  uint64_t released = 0;
+  for (size_t c = 0; c < kClasses; ++c) {
+    std::vector<uint8_t*> blocks;
+    {
+      std::lock_guard lock(p.lists[c].mutex);
+      blocks.swap(p.lists[c].blocks);
+    }
+    for (uint8_t* b : blocks) std::free(b);
+    released += blocks.size() * class_size(c);
+  }
+  p.idle.fetch_sub(released, std::memory_order_relaxed);
+  return released;
+}
+
+}  // namespace pao
