@@ -16,6 +16,7 @@ from pyarrow_ops.errors import *  # noqa: F403 (the exception classes, listed in
 from pyarrow_ops.experiment import Experiment
 from pyarrow_ops.expr import Expr, col, lit
 from pyarrow_ops.io import Result
+from pyarrow_ops.memory import memory_pool, release_memory
 from pyarrow_ops.merge import merge
 from pyarrow_ops.pipeline import GraphResult, LiveInput, Pipeline, PipelineResult, Step, explain, plan, run, union
 from pyarrow_ops.plot import plot_thread_levels
@@ -26,7 +27,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DESIGNS", "Agg", "AggregateResult", "CheckpointError", "Design", "Experiment", "Expr", "GraphResult", "LiveAggregate", "LiveInput",
     "Pipeline", "PipelineResult", "Result", "Session", "Step", "Window",
-    "aggregate", "col", "count", "explain", "first", "last", "lit", "live_aggregate", "max", "mean", "merge", "min",
-    "plan", "plot_thread_levels", "restore", "run",
+    "aggregate", "col", "count", "explain", "first", "last", "lit", "live_aggregate", "max", "mean", "memory_pool",
+    "merge", "min", "plan", "plot_thread_levels", "release_memory", "restore", "run",
     "session", "sliding", "sum", "tumbling", "union", *errors.__all__,
 ]

@@ -12,6 +12,7 @@
 
 #include "arrow/export.h"
 #include "arrow/import.h"
+#include "core/buffer_pool.h"
 #include "core/error.h"
 #include "gate/lateness.h"
 #include "gate/merge.h"
@@ -337,5 +338,12 @@ NB_MODULE(_engine, m) {
   bind_pipeline(m);
   m.def("live_exports", &arrow::live_exports,
         "Exported Arrow structs whose release callback has not run yet.");
+  m.def("memory_pool",
+        [] {
+          const PoolStats s = pool_stats();
+          return nb::make_tuple(s.idle_bytes, s.reused, s.fresh);
+        },
+        "The buffer pool (core/buffer_pool.h): (idle bytes, allocations reused, allocations fresh).");
+  m.def("release_memory", &pool_release, "Frees the buffer pool's idle buffers; returns their bytes.");
 
 }

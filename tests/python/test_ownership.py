@@ -180,3 +180,20 @@ def test_an_ended_input_is_released_while_the_run_goes_on(design):
     assert outputs[0].column("n").to_pylist() == [100] * 6 + [50] * 2  # windows of 50: t < 300, then 300..399
     del outputs, result
     assert_all_released(short)
+
+
+def test_the_buffer_pool_reuses_and_releases_large_buffers():
+    # Column buffers of 64 KiB and more come back for the next batches (engine/core/buffer_pool.h):
+    # a run over 200,000 rows in morsels frees and allocates the same sizes again and again.
+    t = pa.table({"t": list(range(200_000)), "v": [1.0] * 200_000})
+    po.release_memory()
+    before = po.memory_pool()
+    out = po.Pipeline(t, time="t").with_columns(w=po.col("v") * 2).filter(po.col("t") % 2 == 0).run(threads=2).to_arrow()
+    assert out.num_rows == 100_000
+    after = po.memory_pool()
+    assert after["reused"] + after["fresh"] > before["reused"] + before["fresh"]
+    idle = after["idle_bytes"]
+    assert 0 <= idle <= 256 << 20
+    assert po.release_memory() == idle
+    assert po.memory_pool()["idle_bytes"] == 0
+    assert out.column("w").to_pylist()[:3] == [2.0, 2.0, 2.0]  # the result's buffers are its own
