@@ -1,5 +1,6 @@
 #include "core/buffer_pool.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
@@ -25,6 +26,9 @@ constexpr bool kPooled = true;
 
 // Class c covers sizes up to class_size(c): 2^(16 + c / 4) * (4 + c % 4) / 4.
 constexpr size_t kClasses = 4 * (std::countr_zero(kPoolMax) - std::countr_zero(kPoolMin)) + 1;
+
+// How many classes above a request's a block may come from: up to 1.68x the class's size.
+constexpr size_t kLarger = 3;
 
 constexpr size_t class_size(size_t c) noexcept { return (kPoolMin << (c / 4)) / 4 * (4 + c % 4); }
 
@@ -72,19 +76,21 @@ uint8_t* pool_allocate(size_t bytes, size_t* capacity) {
     return allocate_new(bytes);
   }
   const size_t c = class_of(bytes);
-  *capacity = class_size(c);
   Pool& p = pool();
-  FreeList& list = p.lists[c];
-  {
+  // The request's class, else one of the next kLarger: batches' sizes vary (a filter keeps a
+  // different share of each morsel), so an idle block a little larger beats fresh pages.
+  for (size_t k = c; k < std::min(kClasses, c + 1 + kLarger); ++k) {
+    FreeList& list = p.lists[k];
     std::lock_guard lock(list.mutex);
-    if (!list.blocks.empty()) {
-      uint8_t* block = list.blocks.back();
-      list.blocks.pop_back();
-      p.idle.fetch_sub(*capacity, std::memory_order_relaxed);
-      p.reused.fetch_add(1, std::memory_order_relaxed);
-      return block;
-    }
+    if (list.blocks.empty()) continue;
+    uint8_t* block = list.blocks.back();
+    list.blocks.pop_back();
+    *capacity = class_size(k);
+    p.idle.fetch_sub(*capacity, std::memory_order_relaxed);
+    p.reused.fetch_add(1, std::memory_order_relaxed);
+    return block;
   }
+  *capacity = class_size(c);
   p.fresh.fetch_add(1, std::memory_order_relaxed);
   return allocate_new(*capacity);
 }
