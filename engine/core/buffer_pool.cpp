@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <pthread.h>
 #include <vector>
 
 namespace pao {
@@ -56,9 +57,26 @@ struct Pool {
   std::atomic<uint64_t> fresh{0};
 };
 
+Pool& pool();
+
+// A fork() while another thread holds a list's mutex would leave it locked forever in the child
+// (only the forking thread survives there), and the child's next allocation of that class would
+// hang: the lists are locked around the fork, as glibc's malloc does with its arenas (multiprocessing
+// and Spark's Python workers fork).
+void lock_all() noexcept {
+  for (FreeList& l : pool().lists) l.mutex.lock();
+}
+void unlock_all() noexcept {
+  for (FreeList& l : pool().lists) l.mutex.unlock();
+}
+
 // Never destroyed: batches may be released during interpreter shutdown, after static destructors.
 Pool& pool() {
-  static Pool* p = new Pool;
+  static Pool* p = [] {
+    auto* made = new Pool;
+    pthread_atfork(lock_all, unlock_all, unlock_all);
+    return made;
+  }();
   return *p;
 }
 

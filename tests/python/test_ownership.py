@@ -197,3 +197,46 @@ def test_the_buffer_pool_reuses_and_releases_large_buffers():
     assert po.release_memory() == idle
     assert po.memory_pool()["idle_bytes"] == 0
     assert out.column("w").to_pylist()[:3] == [2.0, 2.0, 2.0]  # the result's buffers are its own
+
+
+def test_a_fork_while_other_threads_allocate_leaves_the_child_working():
+    # The buffer pool's lists are locked around fork() (pthread_atfork), so a child forked while
+    # another thread allocates or frees never inherits a list locked for good: each child runs a
+    # pipeline of its own and exits 0 within the timeout.
+    import os
+    import threading
+    import time
+
+    t = pa.table({"t": list(range(300_000)), "v": [1.0] * 300_000})
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            po.Pipeline(t, time="t").with_columns(w=po.col("v") * 2).run(threads=2).to_arrow()
+
+    worker = threading.Thread(target=churn)
+    worker.start()
+    try:
+        for _ in range(8):
+            time.sleep(0.01)
+            pid = os.fork()
+            if pid == 0:  # the child: a run of its own, then out without Python's teardown
+                try:
+                    out = po.Pipeline(t, time="t").with_columns(w=po.col("v") + 1).run(threads=2).to_arrow()
+                    os._exit(0 if out.num_rows == 300_000 else 3)
+                except BaseException:
+                    os._exit(4)
+            deadline = time.monotonic() + 60
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    assert os.waitstatus_to_exitcode(status) == 0
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, 9)
+                    os.waitpid(pid, 0)
+                    raise AssertionError("a forked child hung")
+                time.sleep(0.01)
+    finally:
+        stop.set()
+        worker.join()
