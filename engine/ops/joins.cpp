@@ -172,38 +172,66 @@ class BatchStore {
   uint64_t base_ = 0;
 };
 
-// Rows `refs` of `store`'s batches as one batch of `schema` (their layout); a missing ref gives
-// a null row (from `null_row`, a one-row batch of nulls). A run of refs that is one slice of one
-// batch leaves as that slice, without a copy.
-Batch gather_refs(const std::shared_ptr<const Schema>& schema, const BatchStore& store,
-                  const std::vector<std::optional<Ref>>& refs, const Batch& null_row) {
-  std::vector<Batch> sources;
-  std::vector<uint64_t> ids;  // sources[i] is store batch ids[i] (the null row: UINT64_MAX)
+// The batches of a store that one output takes rows from, and the segments of those rows in
+// output order: a join's right (or left) columns, built row by row, then gathered once.
+struct RowSources {
+  static constexpr uint64_t kNullRow = UINT64_MAX;  // the id of the null row's source
+  std::vector<Batch> batches;
+  std::vector<uint64_t> ids;  // batches[i] is store batch ids[i], or the null row
   std::vector<Segment> segments;
-  auto source_of = [&](uint64_t id) -> uint32_t {
-    for (size_t i = ids.size(); i-- > 0;) {  // recent first: refs cluster
+
+  // The source index of store batch `id`, added on first use.
+  uint32_t of(uint64_t id, const BatchStore& store) {
+    for (size_t i = ids.size(); i-- > 0;) {  // recent first: rows cluster
       if (ids[i] == id) return static_cast<uint32_t>(i);
     }
     ids.push_back(id);
-    sources.push_back(id == UINT64_MAX ? null_row : store.at(id));
+    batches.push_back(store.at(id));
     return static_cast<uint32_t>(ids.size() - 1);
-  };
-  for (const std::optional<Ref>& r : refs) {
-    const uint64_t id = r ? r->batch : UINT64_MAX;
-    const int64_t row = r ? r->row : 0;
-    const uint32_t s = source_of(id);
-    if (!segments.empty() && segments.back().source == s && id != UINT64_MAX &&
-        segments.back().start + segments.back().length == row) {
-      ++segments.back().length;
+  }
+  void row(uint64_t id, int64_t row, const BatchStore& store) { append_row(segments, of(id, store), row); }
+  void rows(uint64_t id, int64_t start, int64_t length, const BatchStore& store) {
+    const uint32_t source = of(id, store);
+    if (!segments.empty() && segments.back().source == source && segments.back().start + segments.back().length == start) {
+      segments.back().length += length;
     } else {
-      segments.push_back({s, row, 1});
+      segments.push_back({source, start, length});
     }
   }
-  if (segments.empty()) return empty_batch(schema);
-  if (segments.size() == 1 && ids[0] != UINT64_MAX) {
-    return sources[0].slice(segments[0].start, segments[0].length).with_schema(schema);
+  // A row of nulls (from `null_row`, a one-row batch of nulls).
+  void null(const Batch& null_row) {
+    if (null_source < 0) {
+      null_source = static_cast<int32_t>(ids.size());
+      ids.push_back(kNullRow);
+      batches.push_back(null_row);
+    }
+    segments.push_back({static_cast<uint32_t>(null_source), 0, 1});
   }
-  return gather(schema, sources, segments);
+  int32_t null_source = -1;
+  // The rows as one batch of `schema` (the sources' layout): a slice, without a copy, when they
+  // are one range of one batch.
+  Batch batch(const std::shared_ptr<const Schema>& schema) const {
+    if (segments.empty()) return empty_batch(schema);
+    if (segments.size() == 1 && ids[segments[0].source] != kNullRow) {
+      return batches[segments[0].source].slice(segments[0].start, segments[0].length).with_schema(schema);
+    }
+    return gather(schema, batches, segments);
+  }
+};
+
+// Rows `refs` of `store`'s batches as one batch of `schema` (their layout); a missing ref gives
+// a null row (from `null_row`, a one-row batch of nulls).
+Batch gather_refs(const std::shared_ptr<const Schema>& schema, const BatchStore& store,
+                  const std::vector<std::optional<Ref>>& refs, const Batch& null_row) {
+  RowSources out;
+  for (const std::optional<Ref>& r : refs) {
+    if (r) {
+      out.row(r->batch, r->row, store);
+    } else {
+      out.null(null_row);
+    }
+  }
+  return out.batch(schema);
 }
 
 // A one-row batch of nulls of `schema`.
@@ -510,8 +538,7 @@ class AsofJoin final : public StreamJoin {
   // is consecutive rows of one batch); only the right columns are gathered.
   Batch push(size_t port, const Batch& in, int64_t bound) override {
     accept(port, in, bound);
-    Sources lefts, rights;
-    rights.add(UINT64_MAX, null_right_);  // source 0: the null row of an unmatched left row
+    RowSources lefts, rights;
     while (std::optional<MergedPorts::Run> run = merged_.next()) {
       const Batch keys = keys_.view(run->port, *run->batch);
       keys_.ids(keys, run->start, run->length, rows_, ids_);
@@ -528,7 +555,7 @@ class AsofJoin final : public StreamJoin {
         taken(*run);
         continue;
       }
-      append_row_range(lefts.segments, lefts.of(run->tag, left_store_), run->start, run->length);
+      lefts.rows(run->tag, run->start, run->length, left_store_);
       const size_t n = static_cast<size_t>(run->length);
       for (size_t i = 0; i < n; ++i) {
         if (i + KeyTable::kPrefetchAhead < n) {
@@ -539,9 +566,9 @@ class AsofJoin final : public StreamJoin {
         const Latest* r = key < latest_.size() && latest_[key].batch != kNone ? &latest_[key] : nullptr;
         if (r && tolerance_ && run->times[i] - r->time > *tolerance_) r = nullptr;
         if (r) {
-          append_row(rights.segments, rights.of(r->batch, right_store_), r->row);
+          rights.row(r->batch, r->row, right_store_);
         } else {
-          rights.segments.push_back({0, 0, 1});
+          rights.null(null_right_);
         }
       }
       taken(*run);
@@ -562,38 +589,6 @@ class AsofJoin final : public StreamJoin {
     uint64_t batch = kNone;
     int64_t row = 0;
   };
-  // The batches one push's output takes rows from, and the segments of those rows in order.
-  struct Sources {
-    std::vector<Batch> batches;
-    std::vector<uint64_t> ids;  // batches[i] is store batch ids[i]
-    std::vector<Segment> segments;
-    void add(uint64_t id, Batch b) {
-      ids.push_back(id);
-      batches.push_back(std::move(b));
-    }
-    uint32_t of(uint64_t id, const BatchStore& store) {
-      for (size_t i = ids.size(); i-- > 0;) {  // recent first: rows cluster
-        if (ids[i] == id) return static_cast<uint32_t>(i);
-      }
-      add(id, store.at(id));
-      return static_cast<uint32_t>(ids.size() - 1);
-    }
-    // The rows as one batch of `schema`: a slice when they are one range of one batch.
-    Batch batch(const std::shared_ptr<const Schema>& schema) const {
-      if (segments.size() == 1 && ids[segments[0].source] != UINT64_MAX) {
-        return batches[segments[0].source].slice(segments[0].start, segments[0].length).with_schema(schema);
-      }
-      return gather(schema, batches, segments);
-    }
-  };
-  static void append_row_range(std::vector<Segment>& segments, uint32_t source, int64_t start, int64_t length) {
-    if (!segments.empty() && segments.back().source == source && segments.back().start + segments.back().length == start) {
-      segments.back().length += length;
-    } else {
-      segments.push_back({source, start, length});
-    }
-  }
-
   std::optional<int64_t> tolerance_;
   std::vector<Latest> latest_;  // by key id: the latest right tuple
   std::vector<int64_t> rows_;   // scratch of push()
