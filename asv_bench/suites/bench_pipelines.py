@@ -30,3 +30,33 @@ class Pipelines:
 
     def time_pipeline(self, pipeline, inputs, threads):
         self.pipeline.run(threads=threads).to_arrow()
+
+
+@functools.cache
+def _graph(query: str):
+    from benchmarks import graphs
+
+    if query == "clickstream":
+        return graphs.clickstream_graph(clickstream(ROWS))
+    return graphs.cost_graph(*graphs.meter_readings(ROWS))
+
+
+class GraphQueries:
+    """po.run(graph, threads=t).to_arrow() of the two graph queries of benchmarks.graphs over 1,000,000 tuples:
+    (a) the clickstream's sessions and top items of each hour from one source; (b) meter readings as-of joined
+    with a tariff stream, then the cost per meter and 15 minutes. benchmarks.graphs prints both against Polars
+    and DuckDB, every output checked equal."""
+
+    params = (["clickstream", "costs"], [1, 2])
+    param_names = ["query", "threads"]
+    timeout = 300
+    number = 1
+    repeat = (3, 5, 30.0)
+
+    def setup(self, query, threads):
+        import pyarrow_ops as po
+
+        self.run = lambda: po.run(_graph(query), threads=threads).to_arrow()
+
+    def time_graph(self, query, threads):
+        self.run()
