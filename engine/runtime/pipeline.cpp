@@ -368,16 +368,27 @@ Output* Pipeline::prepare(const std::vector<Edge>& consumers, const std::vector<
       if (st.kind == ops::OpKind::kPartitioned) {
         // Route each row to its key's partition (the high bits of hash * partitions: uniform
         // without a division). Rows stay ascending within a piece.
+        // Two passes: each row's partition and the pieces' sizes, then the rows into pieces
+        // reserved at their size (pushing into growing vectors copied each piece about a dozen
+        // times per morsel).
         std::vector<int32_t> piece_of(partitions_, -1);
+        std::vector<uint32_t> part_of(static_cast<size_t>(len));
+        std::vector<size_t> sizes;
         for (int64_t r = 0; r < len; ++r) {
           const auto p = static_cast<uint32_t>(
               (static_cast<unsigned __int128>(hashes[static_cast<size_t>(start + r)]) * partitions_) >> 64);
+          part_of[static_cast<size_t>(r)] = p;
           if (piece_of[p] < 0) {
-            piece_of[p] = static_cast<int32_t>(w->piece_rows.size());
-            w->piece_rows.emplace_back();
+            piece_of[p] = static_cast<int32_t>(sizes.size());
+            sizes.push_back(0);
             w->piece_partition.push_back(p);
           }
-          w->piece_rows[static_cast<size_t>(piece_of[p])].push_back(r);
+          ++sizes[static_cast<size_t>(piece_of[p])];
+        }
+        w->piece_rows.resize(sizes.size());
+        for (size_t k = 0; k < sizes.size(); ++k) w->piece_rows[k].reserve(sizes[k]);
+        for (int64_t r = 0; r < len; ++r) {
+          w->piece_rows[static_cast<size_t>(piece_of[part_of[static_cast<size_t>(r)]])].push_back(r);
         }
         w->results.resize(w->piece_rows.size());
         w->pending.store(static_cast<uint32_t>(w->piece_rows.size()), std::memory_order_relaxed);
