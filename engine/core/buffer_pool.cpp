@@ -81,7 +81,8 @@ Pool& pool() {
 }
 
 uint8_t* allocate_new(size_t bytes) {
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
+  // aligned_alloc wants a multiple of the alignment (Buffer asks for one; be safe for any caller).
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) & ~size_t{63}));
   if (p == nullptr) throw std::bad_alloc();
   return p;
 }

@@ -20,8 +20,8 @@
 
 namespace pao {
 
-// A 64-byte aligned block of at least `bytes` (a multiple of 64, above 0); *capacity receives its
-// usable size, which pool_free() must be given back.
+// A 64-byte aligned block of at least `bytes` (above 0); *capacity receives its usable size, which
+// pool_free() must be given back.
 uint8_t* pool_allocate(size_t bytes, size_t* capacity);
 void pool_free(uint8_t* block, size_t capacity) noexcept;
 
