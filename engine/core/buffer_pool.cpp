@@ -51,6 +51,7 @@ struct FreeList {
 
 struct Pool {
   std::array<FreeList, kClasses> lists;
+  uint64_t limit = kIdleLimit;  // set once, before any other thread can see the pool
   // Relaxed: a bound on idle memory and counters for stats(); the lists' mutexes order the blocks.
   std::atomic<uint64_t> idle{0};
   std::atomic<uint64_t> reused{0};
@@ -74,6 +75,11 @@ void unlock_all() noexcept {
 Pool& pool() {
   static Pool* p = [] {
     auto* made = new Pool;
+    if (const char* mib = std::getenv("PYARROW_OPS_IDLE_MIB"); mib != nullptr && *mib != '\0') {
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(mib, &end, 10);
+      if (end != nullptr && *end == '\0') made->limit = static_cast<uint64_t>(std::min<unsigned long long>(v, 1ULL << 40)) << 20;
+    }
     pthread_atfork(lock_all, unlock_all, unlock_all);
     return made;
   }();
@@ -122,7 +128,7 @@ void pool_free(uint8_t* block, size_t capacity) noexcept {
   }
   Pool& p = pool();
   // Reserve the idle room first, so concurrent frees never take the pool past its limit.
-  if (p.idle.fetch_add(capacity, std::memory_order_relaxed) + capacity > kIdleLimit) {
+  if (p.idle.fetch_add(capacity, std::memory_order_relaxed) + capacity > p.limit) {
     p.idle.fetch_sub(capacity, std::memory_order_relaxed);
     std::free(block);
     return;
@@ -136,6 +142,8 @@ void pool_free(uint8_t* block, size_t capacity) noexcept {
     std::free(block);
   }
 }
+
+uint64_t pool_idle_limit() noexcept { return pool().limit; }
 
 PoolStats pool_stats() noexcept {
   const Pool& p = pool();

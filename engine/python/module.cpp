@@ -341,9 +341,9 @@ NB_MODULE(_engine, m) {
   m.def("memory_pool",
         [] {
           const PoolStats s = pool_stats();
-          return nb::make_tuple(s.idle_bytes, s.reused, s.fresh);
+          return nb::make_tuple(s.idle_bytes, s.reused, s.fresh, pool_idle_limit());
         },
-        "The buffer pool (core/buffer_pool.h): (idle bytes, allocations reused, allocations fresh).");
+        "The buffer pool (core/buffer_pool.h): (idle bytes, allocations reused, allocations fresh, idle limit).");
   m.def("release_memory", &pool_release, "Frees the buffer pool's idle buffers; returns their bytes.");
 
 }

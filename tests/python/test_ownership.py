@@ -240,3 +240,26 @@ def test_a_fork_while_other_threads_allocate_leaves_the_child_working():
     finally:
         stop.set()
         worker.join()
+
+
+@pytest.mark.parametrize("mib", ["0", "1"])
+def test_the_idle_limit_comes_from_the_environment(mib):
+    # PYARROW_OPS_IDLE_MIB bounds what the pool keeps (0: nothing is recycled), read at its first use.
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import pyarrow as pa, pyarrow_ops as po\n"
+        "t = pa.table({'t': list(range(300_000)), 'v': [1.0] * 300_000})\n"
+        "po.Pipeline(t, time='t').with_columns(w=po.col('v') * 2).run(threads=2).to_arrow()\n"
+        "s = po.memory_pool()\n"
+        "assert s['idle_limit'] == int(__import__('os').environ['PYARROW_OPS_IDLE_MIB']) << 20, s\n"
+        "assert s['idle_bytes'] <= s['idle_limit'], s\n"
+        "assert s['reused'] == 0 or s['idle_limit'] > 0, s\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "PYARROW_OPS_IDLE_MIB": mib}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    # The last line: an editable install may print its rebuild before the script runs.
+    assert out.returncode == 0 and out.stdout.strip().splitlines()[-1] == "ok", out.stderr[-2000:]
