@@ -143,12 +143,10 @@ void pool_free(uint8_t* block, size_t capacity) noexcept {
   }
 }
 
-uint64_t pool_idle_limit() noexcept { return pool().limit; }
-
 PoolStats pool_stats() noexcept {
   const Pool& p = pool();
   return {p.idle.load(std::memory_order_relaxed), p.reused.load(std::memory_order_relaxed),
-          p.fresh.load(std::memory_order_relaxed)};
+          p.fresh.load(std::memory_order_relaxed), p.limit};
 }
 
 uint64_t pool_release() noexcept {

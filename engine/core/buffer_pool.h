@@ -7,8 +7,8 @@
 // class for the next request of that class, already mapped and warm in cache.
 //
 // Size classes step by a quarter of a power of two (64 KiB, 80, 96, 112, 128, 160, ...), so a
-// buffer's capacity is at most 25% above its request. Idle buffers are kept up to pool_idle_limit()
-// bytes in all (the newest first); beyond that a freed buffer goes back to the allocator, so the
+// buffer's capacity is at most 25% above its request. Idle buffers are kept up to
+// PoolStats::idle_limit bytes in all (the newest first); beyond that a freed buffer goes back to the allocator, so the
 // memory the pool holds on top of live batches is bounded. pool_release() hands every idle buffer
 // back.
 //
@@ -30,6 +30,7 @@ struct PoolStats {
   uint64_t idle_bytes = 0;  // held in free lists now
   uint64_t reused = 0;      // allocations served from a free list, since the process started
   uint64_t fresh = 0;       // allocations of a pooled size class that went to the allocator
+  uint64_t idle_limit = 0;  // the most idle_bytes may be (see kIdleLimit)
 };
 PoolStats pool_stats() noexcept;
 // Frees every idle buffer; returns their bytes.
@@ -37,10 +38,9 @@ uint64_t pool_release() noexcept;
 
 inline constexpr size_t kPoolMin = size_t{64} << 10;  // smaller: the allocator's own bins do well
 inline constexpr size_t kPoolMax = size_t{64} << 20;  // larger: rare, and too big to keep idle
-inline constexpr uint64_t kIdleLimit = uint64_t{256} << 20;
 // The limit on idle bytes: kIdleLimit, or the environment's PYARROW_OPS_IDLE_MIB (read once, at
 // the pool's first use; 0 turns recycling off), for processes of which many run at once (Spark's
 // Python workers, one per core, each keeping its idle buffers between tasks).
-uint64_t pool_idle_limit() noexcept;
+inline constexpr uint64_t kIdleLimit = uint64_t{256} << 20;
 
 }  // namespace pao

@@ -16,14 +16,18 @@ struct Segment {
   int64_t length;
 };
 
-// Appends row `row` of sources[source] to `segments`, extending the last segment when the row
-// follows it in the same source: how a row-by-row choice of rows becomes gather()'s segments.
-inline void append_row(std::vector<Segment>& segments, uint32_t source, int64_t row) {
-  if (!segments.empty() && segments.back().source == source && segments.back().start + segments.back().length == row) {
-    ++segments.back().length;
+// Appends rows [start, start + length) of sources[source] to `segments`, extending the last
+// segment when they follow it in the same source: how a row-by-row choice of rows becomes
+// gather()'s segments.
+inline void append_rows(std::vector<Segment>& segments, uint32_t source, int64_t start, int64_t length) {
+  if (!segments.empty() && segments.back().source == source && segments.back().start + segments.back().length == start) {
+    segments.back().length += length;
   } else {
-    segments.push_back({source, row, 1});
+    segments.push_back({source, start, length});
   }
+}
+inline void append_row(std::vector<Segment>& segments, uint32_t source, int64_t row) {
+  append_rows(segments, source, row, 1);
 }
 
 // Copies the rows the segments name, in segment order, into one new batch that owns its buffers.

@@ -191,12 +191,7 @@ struct RowSources {
   }
   void row(uint64_t id, int64_t row, const BatchStore& store) { append_row(segments, of(id, store), row); }
   void rows(uint64_t id, int64_t start, int64_t length, const BatchStore& store) {
-    const uint32_t source = of(id, store);
-    if (!segments.empty() && segments.back().source == source && segments.back().start + segments.back().length == start) {
-      segments.back().length += length;
-    } else {
-      segments.push_back({source, start, length});
-    }
+    append_rows(segments, of(id, store), start, length);
   }
   // A row of nulls (from `null_row`, a one-row batch of nulls).
   void null(const Batch& null_row) {

@@ -106,11 +106,11 @@ NB_MODULE(_engine, m) {
                b = pull(source);
              } catch (...) {
                s.pulling = false;
-               if (s.close_requested) s.source.reset();
+               if (s.closed) s.source.reset();
                throw;
              }
              s.pulling = false;
-             if (s.close_requested) {  // closed by another thread meanwhile: the stream ends here
+             if (s.closed) {  // closed by another thread meanwhile: the stream ends here
                s.source.reset();
                return std::nullopt;
              }
@@ -124,7 +124,7 @@ NB_MODULE(_engine, m) {
              return to_capsule(std::move(raw), "arrow_array_stream");
            })
       .def("close", [](Stream& s) { s.close(); })
-      .def_prop_ro("closed", [](const Stream& s) { return s.source == nullptr || s.close_requested; });
+      .def_prop_ro("closed", [](const Stream& s) { return s.source == nullptr || s.closed; });
 
   m.def(
       "stream_from_capsule",
@@ -341,7 +341,7 @@ NB_MODULE(_engine, m) {
   m.def("memory_pool",
         [] {
           const PoolStats s = pool_stats();
-          return nb::make_tuple(s.idle_bytes, s.reused, s.fresh, pool_idle_limit());
+          return nb::make_tuple(s.idle_bytes, s.reused, s.fresh, s.idle_limit);
         },
         "The buffer pool (core/buffer_pool.h): (idle bytes, allocations reused, allocations fresh, idle limit).");
   m.def("release_memory", &pool_release, "Frees the buffer pool's idle buffers; returns their bytes.");

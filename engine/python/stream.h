@@ -11,11 +11,11 @@ namespace pao::python {
 struct Stream {
   std::unique_ptr<BatchSource> source;
   // next_batch() pulls without the GIL. These two, read and written only with the GIL held, keep
-  // another thread's close() from freeing the source under the pull (close() is then carried out
-  // when the pull returns), and a second reader from pulling the same source at once.
+  // another thread's close() from freeing the source under the pull (the pull drops it when it
+  // returns and finds `closed`), and a second reader from pulling the same source at once.
+  // `closed` also tells get()'s error a closed stream from a consumed one.
   bool pulling = false;
-  bool close_requested = false;
-  bool closed = false;  // close() was called: says why the source is gone
+  bool closed = false;
 
   BatchSource& get() {
     if (!source) {
@@ -33,11 +33,7 @@ struct Stream {
   }
   void close() {
     closed = true;
-    if (pulling) {
-      close_requested = true;
-    } else {
-      source.reset();
-    }
+    if (!pulling) source.reset();
   }
 };
 

@@ -283,7 +283,7 @@ TEST(buffer_pool_threads_stress) {
   for (auto& th : threads) th.join();
   CHECK_EQ(errors.load(), 0);
   const uint64_t idle = pao::pool_stats().idle_bytes;
-  CHECK(idle <= pao::pool_idle_limit());
+  CHECK(idle <= pao::pool_stats().idle_limit);
   CHECK_EQ(pao::pool_release(), idle);
   CHECK_EQ(pao::pool_stats().idle_bytes, 0u);
 }
