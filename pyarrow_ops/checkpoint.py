@@ -44,10 +44,12 @@ import pyarrow as pa
 from pyarrow_ops.errors import PyArrowOpsError
 
 FORMAT = "pyarrow-ops checkpoint"
-VERSION = 2
+VERSION = 3
 """The snapshot format this version writes. 2 added a live aggregation's window states
-(``states.arrow``); a version-1 snapshot (its open windows as rows alone) restores as it did."""
-READS = (1, 2)
+(``states.arrow``); a version-1 snapshot (its open windows as rows alone) restores as it did.
+3 added a pipeline or graph run's operator states (``cut``); a version-2 snapshot of a run
+restores by replay, as it did."""
+READS = (1, 2, 3)
 """The versions this version reads; a snapshot of another is refused, naming both."""
 KINDS = ("live_aggregate", "pipeline", "graph")
 _MANIFEST = "manifest.json"

@@ -212,6 +212,48 @@ def as_streams(items: list[Input], time: str | None = None) -> list[_engine.Stre
         raise
 
 
+def skip_rows(obj: Input, rows: int) -> Input:
+    """Input ``obj`` less its first ``rows`` rows, read as lazily as ``obj`` itself (a restore
+    from a checkpoint goes on where the run had read to): a table or batch is sliced, a Parquet
+    file skips whole row groups unread, anything else is read and its first rows dropped."""
+    if rows == 0:
+        return obj
+    if isinstance(obj, (pa.Table, pa.RecordBatch)):
+        return obj.slice(rows)
+    if isinstance(obj, (str, os.PathLike)):
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(obj)
+        groups, skipped = [], 0
+        for g in range(pf.metadata.num_row_groups):
+            n = pf.metadata.row_group(g).num_rows
+            if skipped + n <= rows and not groups:
+                skipped += n
+            else:
+                groups.append(g)
+        batches: Iterable[pa.RecordBatch] = pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, row_groups=groups)
+        schema = pf.schema_arrow
+        rows -= skipped
+    else:
+        reader = pa.RecordBatchReader.from_stream(obj) if hasattr(obj, "__arrow_c_stream__") else None
+        if reader is None:
+            items = iter(_batches_of([obj] if hasattr(obj, "__arrow_c_array__") else obj, "input"))
+            first = next(items)
+            schema, batches = first.schema, itertools.chain([first], items)
+        else:
+            schema, batches = reader.schema, reader
+
+    def rest(left: int = rows) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if left >= batch.num_rows:
+                left -= batch.num_rows
+                continue
+            yield batch.slice(left)
+            left = 0
+
+    return pa.RecordBatchReader.from_batches(schema, rest())
+
+
 def as_input_list(inputs: Input | Iterable[Input]) -> list[Input]:
     """One Arrow object or path means one input; otherwise a list (or tuple) of inputs."""
     if isinstance(inputs, (str, os.PathLike)) or hasattr(inputs, "__arrow_c_stream__") or hasattr(

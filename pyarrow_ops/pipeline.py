@@ -670,7 +670,8 @@ class _Graph:
                                            else step_spec(payload, time_type), inputs))
         return specs
 
-    def run(self, options: _engine.PipelineOptions, batch_size: int) -> dict[str, PipelineResult]:
+    def run(self, options: _engine.PipelineOptions, batch_size: int,
+            resume: dict[str, Any] | None = None) -> dict[str, PipelineResult]:
         groups: list[list[_engine.Stream]] = []
         logs: list[LateLog] = []
         try:
@@ -688,7 +689,7 @@ class _Graph:
                     groups[-1] = within(groups[-1], self.time, input_bounds, log, labels)  # type: ignore[arg-type]
                     logs.append(log)
             specs = self.specs([pa.schema(group[0]) for group in groups])
-            natives, handle = _engine.run_graph(groups, self.time, specs, self.outputs, options, batch_size)
+            natives, handle = _engine.run_graph(groups, self.time, specs, self.outputs, options, batch_size, resume)
         finally:
             for group in groups:
                 for stream in group:
@@ -710,9 +711,9 @@ class _Graph:
         return results
 
 
-def _run_graph(outputs: Mapping[str, Pipeline], options: _engine.PipelineOptions,
-               batch_size: int) -> dict[str, PipelineResult]:
-    return _Graph(outputs).run(options, batch_size)
+def _run_graph(outputs: Mapping[str, Pipeline], options: _engine.PipelineOptions, batch_size: int,
+               resume: dict[str, Any] | None = None) -> dict[str, PipelineResult]:
+    return _Graph(outputs).run(options, batch_size, resume)  # resume: a cut, pyarrow_ops/replay.py
 
 
 class GraphResult(Mapping[str, PipelineResult]):

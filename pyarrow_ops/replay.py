@@ -8,11 +8,15 @@ records, per output, the rows that had left and its file's committed state, and 
 inputs and drops each output's first rows up to that count. Nothing is lost or repeated, whatever
 the thread counts, batch sizes or timing of the two runs.
 
-The operators' state is recomputed, not read back: the restore reads the inputs from their
-start, which suits replayable inputs (files, tables, and live inputs written down by their
-journals, pyarrow_ops/journal.py) and costs a pass over what came before.
-Saving each operator's state instead (as the live aggregation does, pyarrow_ops/retention.py) is
-the next step, for runs too long to read again.
+Where it can, a snapshot also holds a cut of the run (the engine's ``PipelineHandle.cut()``):
+every operator's state after exactly the rows each input had given, the rows made of those that
+had not left yet, and how far each input was read. A restore from it reads each input from there
+on (a table sliced, a Parquet file from its row group) and skips nothing: the run goes on, its
+cost that of the rest. Runs with live inputs or ``lateness=``, or an operator that cannot save its
+state (docs/checkpoints.md lists them), are restored by replay: the query again over the inputs
+from their start, each output dropping its first rows up to the count; that suits replayable
+inputs (files, tables, and live inputs written down by their journals, pyarrow_ops/journal.py)
+and costs a pass over what came before.
 """
 
 from __future__ import annotations
@@ -166,6 +170,9 @@ def checkpoint(results: Mapping[str, Any], spec: RunSpec, path: str | os.PathLik
             state["outputs"][name] = entry
     # After the outputs' counts: every row counted came from items the journals hold by now.
     state["journals"] = _journals(spec)
+    cut = _cut(results, spec)
+    if cut is not None:
+        state["cut"] = _save_cut(cut, tables)
     query = {"kind": spec.kind, "names": list(outputs), "writing": spec.writing,
              "sources": len(_sources(spec))}
     periodic = path is None
@@ -176,6 +183,82 @@ def checkpoint(results: Mapping[str, Any], spec: RunSpec, path: str | os.PathLik
     if periodic:
         spec.periodic.written()  # type: ignore[union-attr]
     return written
+
+
+def _cut(results: Mapping[str, Any], spec: RunSpec) -> dict[str, Any] | None:
+    """The engine's cut of the run (its operators' states), or None where a restore must replay:
+    live inputs, ``lateness=``, rows a replayed run still drops, an operator that cannot save."""
+    from pyarrow_ops.live import LiveInput
+    from pyarrow_ops.pipeline import _Graph
+
+    graph = _Graph(spec.outputs)
+    if any(isinstance(x, LiveInput) for inputs in graph.inputs for x in inputs):
+        return None
+    if any(order != (None, "error") for order in graph.time_orders):
+        return None
+    if any(r._output.skip for r in results.values()):
+        return None
+    return next(iter(results.values()))._handle.cut()
+
+
+def _save_cut(cut: dict[str, Any], tables: dict[str, pa.Table]) -> dict[str, Any]:
+    """The cut's batches into ``tables`` (one table per operator state batch, per source's held
+    rows, per output's queued rows); returns the rest, for the manifest."""
+    def table(name: str, batches: list[Any]) -> int:
+        batches = [pa.record_batch(b) for b in batches]
+        if batches:
+            tables[name] = pa.Table.from_batches(batches)
+        return len(batches)
+
+    states = [[table(f"cut-state-{i}-{j}", [b]) for j, b in enumerate(batches)] for i, batches in enumerate(cut["states"])]
+    return {"stages": cut["stages"], "finished": cut["finished"], "rows": cut["rows"],
+            "origin": [list(o) for o in cut["origin"]], "states": [len(s) for s in states],
+            "held": [table(f"cut-held-{k}", b) for k, b in enumerate(cut["held"])],
+            "queued": [table(f"cut-queued-{o}", b) for o, b in enumerate(cut["queued"])]}
+
+
+def _load_cut(snapshot: Snapshot) -> dict[str, Any]:
+    saved = snapshot.state["cut"]
+
+    def batches(name: str, count: int) -> list[pa.RecordBatch]:
+        if not count:
+            return []
+        t = snapshot.table(name)  # a table of no rows may come back without batches: give it one
+        return t.to_batches() or [pa.RecordBatch.from_pylist([], schema=t.schema)]
+
+    return {"stages": saved["stages"], "finished": saved["finished"], "rows": saved["rows"],
+            "origin": [tuple(o) for o in saved["origin"]],
+            "states": [[b for j in range(n) for b in batches(f"cut-state-{i}-{j}", 1)]
+                       for i, n in enumerate(saved["states"])],
+            "held": [batches(f"cut-held-{k}", n) for k, n in enumerate(saved["held"])],
+            "queued": [batches(f"cut-queued-{o}", n) for o, n in enumerate(saved["queued"])]}
+
+
+def _restore_cut(snapshot: Snapshot, outputs: dict[str, Any], options: dict[str, Any]) -> Any:
+    """The run of ``snapshot`` going on from its cut: each input less the rows it had given."""
+    from pyarrow_ops.experiment import NONE as NO_EXPERIMENT
+    from pyarrow_ops.io import skip_rows
+    from pyarrow_ops.pipeline import GraphResult, _Graph, _run_graph
+    from pyarrow_ops.run_options import options as engine_options
+
+    cut = _load_cut(snapshot)
+    lists = _Graph(outputs).inputs
+    for (group, input), rows in zip(cut["origin"], cut["rows"], strict=True):
+        picked = range(len(lists[group])) if input < 0 else [input]
+        if len(rows) != len(picked) or group >= len(lists):
+            raise CheckpointError(f"{snapshot.path}: its cut does not fit the inputs of this query")
+        for i, n in zip(picked, rows, strict=True):
+            lists[group][i] = skip_rows(lists[group][i], n)
+    o = dict(options)
+    batch_size = o.pop("batch_size", 65536)
+    engine = engine_options(o["threads"], o["scheduler"], o["reorder"], o["partitioning"], o["morsel"], o["partitions"],
+                      o["reorder_capacity"], o["max_inflight"], o["slice_us"], NO_EXPERIMENT, o["fuse"],
+                      o["push_down"], o["threading"])
+    results = _run_graph(outputs, engine, batch_size, cut)
+    if snapshot.kind == "pipeline":
+        results["result"]._run = RunSpec("pipeline", outputs, options)
+        return results["result"]
+    return GraphResult(results, RunSpec("graph", outputs, options))
 
 
 def _journals(spec: RunSpec) -> list[list[Any]]:
@@ -222,7 +305,11 @@ def restore(snapshot: Snapshot, inputs: Any) -> Any:
     if "journals" in snapshot.state:  # snapshots before journals had no live inputs
         _resume_journals(snapshot.state["journals"], _Graph(outputs).inputs)
 
-    if snapshot.kind == "pipeline":
+    cut = "cut" in snapshot.state
+    if cut:
+        result = _restore_cut(snapshot, outputs, options)
+        results = {"result": result} if snapshot.kind == "pipeline" else dict(result.items())
+    elif snapshot.kind == "pipeline":
         result = outputs["result"].run(**options)
         results = {"result": result}
     else:
@@ -232,7 +319,8 @@ def restore(snapshot: Snapshot, inputs: Any) -> Any:
     spec.writing = snapshot.query["writing"]
     for k, (name, r) in enumerate(results.items()):
         saved = snapshot.state["outputs"][name]
-        r._output.left = r._output.skip = saved["rows"]
+        r._output.left = saved["rows"]
+        r._output.skip = 0 if cut else saved["rows"]  # a cut's rows to come start where the first run's left
         if saved["sink"] is not None:
             r._output.resume = (saved["sink"], snapshot.table(f"pending-{k}"))
     return result

@@ -91,6 +91,15 @@ class BatchSource {
   // when next() only computes or reads (tables, files), and whenever the source cannot tell. One
   // caller at a time, as next().
   virtual bool ready() { return true; }
+  // Checkpoints: how far this source has read its inputs (rows taken from each, in input order),
+  // and the batches made of those rows that next() has not returned yet; the rest of its stream
+  // is those batches, then the same source over its inputs less their first `rows`. Nullopt when
+  // it cannot say (the restore then replays from the start). One caller at a time, as next().
+  struct Position {
+    std::vector<int64_t> rows;
+    std::vector<Batch> held;
+  };
+  virtual std::optional<Position> position() const { return std::nullopt; }
 };
 
 // Memory the engine allocates for the batches it builds: 64-byte aligned (the alignment the Arrow

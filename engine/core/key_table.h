@@ -82,6 +82,9 @@ class KeyTable {
   void sort(const uint32_t* ids, std::vector<uint32_t>& order);
 
   const std::vector<size_t>& columns() const noexcept { return columns_; }
+  // Reads the same keys from other columns of batches of another schema (their types must be the
+  // key's, in order): a checkpoint's state batch holds the keys first (ops/partitioned.h).
+  void set_columns(std::vector<size_t> columns) noexcept { columns_ = std::move(columns); }
 
  private:
   uint32_t packed_id(const Column& c, int64_t row);
@@ -164,5 +167,11 @@ class KeyTable {
 // to partitions by it sends each key to one partition. Column by column, so the type dispatch is
 // once per column.
 void key_hashes(const Batch& batch, const std::vector<size_t>& columns, std::vector<uint64_t>& out);
+// The partition of `partitions` a row of key hash `hash` (key_hashes) goes to: the high bits of
+// hash * partitions, uniform without a division. The runtime routes by it, and a checkpoint's
+// state goes back to the partitions by it.
+inline uint32_t partition_of(uint64_t hash, size_t partitions) noexcept {
+  return static_cast<uint32_t>((static_cast<unsigned __int128>(hash) * partitions) >> 64);
+}
 
 }  // namespace pao

@@ -128,6 +128,7 @@ struct Cursor {
   const int64_t* times = nullptr;       // batch's time values (widened if 32-bit)
   std::optional<InputTimes> checked;    // validates each batch's times as it is pulled
   int64_t pos = 0;                      // next row of `batch` to emit
+  int64_t before = 0;                   // rows of the input in batches before `batch` (position())
   int64_t end = 0;                      // batch.num_rows()
   // Open, without rows, and heartbeated (BatchSource::bound): its next row is at or after
   // (promise, this input) in the merged order, so the others' rows before that need not wait for
@@ -235,6 +236,16 @@ class Merge final : public BatchSource {
     return parts;
   }
 
+  // The rows of each input up to its cursor (a region's rows are all taken when it is cut into
+  // ready_), and the batches of ready_ not returned yet.
+  std::optional<Position> position() const override {
+    if (failure_) return std::nullopt;
+    Position p;
+    for (const Cursor& c : cursors_) p.rows.push_back(c.before + c.pos);
+    p.held.assign(ready_.begin(), ready_.end());
+    return p;
+  }
+
   std::optional<Batch> next() override {
     if (failure_) std::rethrow_exception(failure_);
     try {
@@ -255,6 +266,7 @@ class Merge final : public BatchSource {
   // rows and no new promise (waiting on its old one, if it ever heartbeated).
   void pull(uint32_t i, bool wait = true) {
     Cursor& c = cursors_[i];
+    c.before += c.end;
     c.batch = Batch();
     c.pos = c.end = 0;
     c.waiting = false;

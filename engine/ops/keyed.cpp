@@ -37,6 +37,11 @@ struct KeyedPart {
     keys.ids(in, rows, ids);
     if (keys.size() > states.size()) states.resize(keys.size());
   }
+  // The state of key `id`, which the key table gave just now (a checkpoint's load).
+  State& loaded(uint32_t id) {
+    if (id >= states.size()) states.resize(static_cast<size_t>(id) + 1);
+    return states[id];
+  }
   // Requests the state of the row KeyTable::kPrefetchAhead places after row i from memory.
   void prefetch(size_t i) const {
     if (i + KeyTable::kPrefetchAhead < ids.size()) __builtin_prefetch(&states[ids[i + KeyTable::kPrefetchAhead]]);
@@ -117,6 +122,18 @@ class Sessionize final : public AppendingOperator<KeyedPart<Session>> {
  private:
   std::unique_ptr<KeyedPart<Session>> new_part() const override {
     return std::make_unique<KeyedPart<Session>>(*input_, keys_);
+  }
+  bool saves_key_state() const override { return true; }
+  std::string save_key(const KeyedPart<Session>& part, uint32_t id) const override {
+    StateWriter w;
+    w.put(part.states[id].last);
+    w.put(part.states[id].number);
+    return std::move(w.out);
+  }
+  void load_key(KeyedPart<Session>& part, uint32_t id, StateReader& in) const override {
+    Session& s = part.loaded(id);
+    s.last = in.get();
+    s.number = in.get();
   }
 
   std::vector<std::string> key_names_;
@@ -230,6 +247,33 @@ class LagDelta final : public AppendingOperator<PreviousPart> {
 
  private:
   std::unique_ptr<PreviousPart> new_part() const override { return std::make_unique<PreviousPart>(*input_, keys_); }
+  bool saves_key_state() const override { return true; }
+  // The key's latest time, then per column: valid, and the value's bits or text.
+  std::string save_key(const PreviousPart& part, uint32_t id) const override {
+    StateWriter w;
+    w.put(part.times.of(id));
+    const size_t n = columns_.size();
+    for (size_t j = 0; j < n; ++j) {
+      const size_t at = static_cast<size_t>(id) * n + j;
+      const Previous p = at < part.previous.size() ? part.previous[at] : Previous{};
+      w.put(p.valid);
+      w.put_u(p.bits);
+      w.put_text(p.text);
+    }
+    return std::move(w.out);
+  }
+  void load_key(PreviousPart& part, uint32_t id, StateReader& in) const override {
+    const int64_t t = in.get();
+    if (t != INT64_MIN) part.times.set(id, t);
+    const size_t n = columns_.size();
+    if ((static_cast<size_t>(id) + 1) * n > part.previous.size()) part.previous.resize((static_cast<size_t>(id) + 1) * n);
+    for (size_t j = 0; j < n; ++j) {
+      Previous& p = part.previous[static_cast<size_t>(id) * n + j];
+      p.valid = in.get() != 0;
+      p.bits = in.get_u();
+      p.text.assign(in.get_text());
+    }
+  }
 
   static void emit_lag(const Previous& p, const DataType& type, ColumnBuilder& out) {
     if (!p.valid) {
@@ -378,6 +422,28 @@ class Running final : public AppendingOperator<RunningPart> {
   std::unique_ptr<RunningPart> new_part() const override {
     return std::make_unique<RunningPart>(*input_, keys_, prototypes_);
   }
+  bool saves_key_state() const override { return true; }
+  // The key's latest time, its epoch (seen, value), then each aggregate's state (AggStates::save).
+  std::string save_key(const RunningPart& part, uint32_t id) const override {
+    StateWriter w;
+    w.put(part.times.of(id));
+    const KeyEpoch e = id < part.epochs.size() ? part.epochs[id] : KeyEpoch{};
+    w.put(e.seen);
+    w.put(e.value);
+    for (const window::AggStates& a : part.aggs) w.put_text(a.save(id));
+    return std::move(w.out);
+  }
+  void load_key(RunningPart& part, uint32_t id, StateReader& in) const override {
+    const int64_t t = in.get();
+    if (t != INT64_MIN) part.times.set(id, t);
+    if (id >= part.epochs.size()) part.epochs.resize(std::max<size_t>(static_cast<size_t>(id) + 1, 2 * part.epochs.size()));
+    part.epochs[id].seen = in.get() != 0;
+    part.epochs[id].value = in.get();
+    for (window::AggStates& a : part.aggs) {
+      if (id >= a.size()) a.resize(std::max<size_t>({16, 2 * a.size(), static_cast<size_t>(id) + 1}));
+      if (!a.load(id, in.get_text())) in.bad();
+    }
+  }
 
   // Which rows restart their key's state (keyed by epoch): those whose epoch differs from the
   // key's previous tuple's. In row order, before the aggregates' passes, which then only read it.
@@ -466,6 +532,20 @@ class Dedupe final : public PartitionedOperator<KeyedPart<Passed>> {
  private:
   std::unique_ptr<KeyedPart<Passed>> new_part() const override {
     return std::make_unique<KeyedPart<Passed>>(*input_, keys_);
+  }
+  bool saves_key_state() const override { return true; }
+  std::string save_key(const KeyedPart<Passed>& part, uint32_t id) const override {
+    StateWriter w;
+    w.put(part.states[id].any);
+    w.put(part.states[id].last);
+    w.put(part.states[id].seen);
+    return std::move(w.out);
+  }
+  void load_key(KeyedPart<Passed>& part, uint32_t id, StateReader& in) const override {
+    Passed& p = part.loaded(id);
+    p.any = in.get() != 0;
+    p.last = in.get();
+    p.seen = in.get();
   }
 
   std::vector<std::string> key_names_;

@@ -155,6 +155,18 @@ class Operator {
   // order a sequential run would emit it. Called once, by one worker, after every process call
   // has returned. An empty batch (or one of 0 rows) when there is nothing.
   virtual Batch finish() { return {}; }
+
+  // --- Checkpoints (docs/checkpoints.md) ---
+  // A run's snapshot holds its operators' state only when every operator can save it; otherwise
+  // the restore replays the input from its start. Stateless operators hold nothing.
+  virtual bool saves_state() const { return kind() == OpKind::kStateless; }
+  // The state, as batches of the operator's own making. Called by one thread while no other call
+  // runs (the runtime's cut: runtime/pipeline.h), between process calls, before finish().
+  virtual std::vector<Batch> save_state() const { return {}; }
+  // What save_state() gave, into an operator fresh from its factory whose set_partitions() was
+  // called (perhaps with another number of partitions than the saving run's), before any process
+  // call. Throws kInvalidInput for batches it cannot read.
+  virtual void load_state(const std::vector<Batch>& state) { (void)state; }
 };
 
 using OperatorPtr = std::shared_ptr<Operator>;

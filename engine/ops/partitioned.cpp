@@ -90,4 +90,43 @@ Batch add_columns(std::shared_ptr<const Schema> schema, const Batch& base, std::
   return Batch(std::move(schema), base.num_rows(), std::move(columns), std::move(owner));
 }
 
+
+void StateReader::bad() const {
+  throw Error(ErrorKind::kInvalidInput, "a checkpoint's operator state is not what this operator wrote (near '" +
+                                            std::string(in.substr(0, 40)) + "')");
+}
+
+uint64_t StateReader::get_u() {
+  const size_t end = in.find(' ');
+  if (end == std::string_view::npos || end == 0) bad();
+  uint64_t v = 0;
+  for (char c : in.substr(0, end)) {
+    if (c < '0' || c > '9') bad();
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  in.remove_prefix(end + 1);
+  return v;
+}
+
+int64_t StateReader::get() {
+  const bool negative = !in.empty() && in[0] == '-';
+  if (negative) in.remove_prefix(1);
+  const uint64_t v = get_u();
+  return negative ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
+}
+
+std::string_view StateReader::get_text() {
+  const size_t colon = in.find(':');
+  if (colon == std::string_view::npos || colon == 0) bad();
+  size_t n = 0;
+  for (char c : in.substr(0, colon)) {
+    if (c < '0' || c > '9') bad();
+    n = n * 10 + static_cast<size_t>(c - '0');
+  }
+  if (in.size() - colon - 1 < n) bad();
+  const std::string_view out = in.substr(colon + 1, n);
+  in.remove_prefix(colon + 1 + n);
+  return out;
+}
+
 }  // namespace pao::ops

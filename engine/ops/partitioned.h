@@ -14,6 +14,7 @@
 #include "core/batch.h"
 #include "core/builder.h"
 #include "core/error.h"
+#include "core/key_table.h"
 #include "core/values.h"
 #include "ops/operator.h"
 
@@ -60,6 +61,12 @@ struct KeyTimes {
     if (t < last[key]) time.went_back(row, t, last[key]);
     last[key] = t;
   }
+  // A checkpoint's: the key's latest time (INT64_MIN: none yet), and setting it.
+  int64_t of(uint32_t key) const { return key < last.size() ? last[key] : INT64_MIN; }
+  void set(uint32_t key, int64_t t) {
+    if (key >= last.size()) last.resize(std::max<size_t>(16, std::max<size_t>(2 * last.size(), key + size_t{1})), INT64_MIN);
+    last[key] = t;
+  }
 };
 // The time column `time`; it must have a time type (timestamp, date32, int32, int64), else
 // kUnsupportedType.
@@ -88,6 +95,29 @@ Batch add_columns(std::shared_ptr<const Schema> schema, const Batch& base, std::
 // builders are empty after.
 Batch built_batch(std::shared_ptr<const Schema> schema, int64_t rows, std::vector<ColumnBuilder>& built);
 
+// --- Checkpoint text --------------------------------------------------------------------------
+
+// A key's state in a checkpoint (PartitionedOperator::save_state) is text: integers in decimal,
+// separated by spaces, and strings as their length, a colon and their bytes, so any bytes fit.
+// Text, as the aggregates' states are (window::AggStates::save), so one reader serves both.
+struct StateWriter {
+  std::string out;
+  void put(int64_t v) { out += std::to_string(v) + ' '; }
+  void put_u(uint64_t v) { out += std::to_string(v) + ' '; }
+  void put_text(std::string_view v) {
+    out += std::to_string(v.size()) + ':';
+    out.append(v);
+  }
+};
+// Reads what a StateWriter wrote, in the same order; throws kInvalidInput on anything else.
+struct StateReader {
+  std::string_view in;
+  int64_t get();
+  uint64_t get_u();
+  std::string_view get_text();
+  [[noreturn]] void bad() const;
+};
+
 // --- State per partition --------------------------------------------------------------------
 
 // A partitioned operator whose state is a `Part` per partition (typically a KeyTable and
@@ -111,6 +141,53 @@ class PartitionedOperator : public Operator {
   }
   // Every operator built on this emits online: nothing is held back for the end.
   Batch finish() override { return {}; }
+
+  // A checkpoint's state: one row per key of every partition, the key columns (the input's, by
+  // their names) then `state`, the key's state as text (save_key). Not a partition's image: a
+  // restore may run another number of partitions, so load_state() routes each key as the runtime
+  // routes its tuples (partition_of). Operators that implement save_key() say saves_key_state().
+  bool saves_state() const override { return saves_key_state(); }
+  std::vector<Batch> save_state() const override {
+    std::vector<Field> fields;
+    for (size_t k : keys_) fields.push_back({input_->fields[k].name, input_->fields[k].type, true});
+    DataType text;
+    text.id = TypeId::kLargeUtf8;
+    fields.push_back({"state", text, false});
+    auto schema = std::make_shared<const Schema>(Schema{fields});
+    std::vector<ColumnBuilder> built;
+    for (const Field& f : fields) built.emplace_back(f.type);
+    int64_t rows = 0;
+    for (const auto& part : parts_) {
+      const size_t n = part->keys.size();
+      for (uint32_t id = 0; id < n; ++id) {
+        part->keys.append(id, built, 0);
+        built.back().append_string(save_key(*part, id));
+        ++rows;
+      }
+    }
+    return {built_batch(schema, rows, built)};
+  }
+  void load_state(const std::vector<Batch>& state) override {
+    if (state.size() != 1 || state[0].num_columns() != keys_.size() + 1) {
+      throw Error(ErrorKind::kInvalidInput, name() + ": a checkpoint's state is one batch of the key columns and 'state'");
+    }
+    const Batch& b = state[0];
+    std::vector<size_t> at(keys_.size());
+    for (size_t k = 0; k < at.size(); ++k) at[k] = k;
+    std::vector<uint64_t> hashes;
+    key_hashes(b, at, hashes);
+    const Column& text = b.column(keys_.size());
+    DataType text_type;
+    text_type.id = TypeId::kLargeUtf8;
+    for (auto& part : parts_) part->keys.set_columns(at);
+    for (int64_t r = 0; r < b.num_rows(); ++r) {
+      Part& part = *parts_[partition_of(hashes[static_cast<size_t>(r)], parts_.size())];
+      const uint32_t id = part.keys.id(b, r);
+      StateReader reader{string_at(text, text_type, r)};
+      load_key(part, id, reader);
+    }
+    for (auto& part : parts_) part->keys.set_columns(keys_);
+  }
   // Their output rows are input rows (plus columns), or for pairs carry the triggering row's time.
   bool preserves_time(const std::string& time) const override { return passes_through(time); }
   bool passes_through(const std::string& column) const override {
@@ -122,6 +199,19 @@ class PartitionedOperator : public Operator {
       : input_(std::move(input)), keys_(std::move(keys)) {}
 
   virtual std::unique_ptr<Part> new_part() const = 0;
+  // Checkpoints: key `id`'s state in `part` as text, and back into a fresh `part` (whose key table
+  // gave `id` to the key just now). Operators that implement both say so in saves_key_state().
+  virtual bool saves_key_state() const { return false; }
+  virtual std::string save_key(const Part& part, uint32_t id) const {
+    (void)part;
+    (void)id;
+    return {};
+  }
+  virtual void load_key(Part& part, uint32_t id, StateReader& in) const {
+    (void)part;
+    (void)id;
+    (void)in;
+  }
 
   // Partition `p`'s state after checking the call: a partition the runtime did not announce, or
   // a batch of another shape, is a bug in the caller, reported rather than undefined behaviour.

@@ -397,6 +397,55 @@ void bind_specs(nb::module_& m) {
            "fn"_a, "schema"_a.none());
 }
 
+// A cut (runtime::Cut) as Python holds it for a checkpoint: a dict of lists, batches as _engine.Batch
+// (origin's SIZE_MAX as -1), and back.
+nb::list batch_list(const std::vector<Batch>& batches) {
+  nb::list out;
+  for (const Batch& b : batches) out.append(BatchHandle{b});
+  return out;
+}
+nb::object cut_to_python(const runtime::Cut& c) {
+  nb::dict d;
+  d["stages"] = c.stages;
+  nb::list states, held, queued, origin;
+  for (const auto& s : c.states) states.append(batch_list(s));
+  for (const auto& s : c.held) held.append(batch_list(s));
+  for (const auto& s : c.queued) queued.append(batch_list(s));
+  for (const auto& [group, input] : c.origin) {
+    origin.append(nb::make_tuple(group, input == SIZE_MAX ? int64_t{-1} : static_cast<int64_t>(input)));
+  }
+  std::vector<bool> finished(c.finished.begin(), c.finished.end());
+  d["states"] = states;
+  d["finished"] = finished;
+  d["rows"] = c.rows;
+  d["held"] = held;
+  d["origin"] = origin;
+  d["queued"] = queued;
+  return d;
+}
+std::vector<std::vector<Batch>> batch_lists(nb::handle lists, const std::string& what) {
+  std::vector<std::vector<Batch>> out;
+  for (nb::handle list : lists) {
+    out.emplace_back();
+    for (nb::handle b : list) out.back().push_back(import_py_batch(b, "a checkpoint's " + what));
+  }
+  return out;
+}
+runtime::Cut cut_from(nb::handle d) {
+  runtime::Cut c;
+  c.stages = nb::cast<std::vector<std::string>>(d["stages"]);
+  c.states = batch_lists(d["states"], "operator state");
+  for (bool f : nb::cast<std::vector<bool>>(d["finished"])) c.finished.push_back(f ? 1 : 0);
+  c.rows = nb::cast<std::vector<std::vector<int64_t>>>(d["rows"]);
+  c.held = batch_lists(d["held"], "held rows");
+  for (nb::handle o : d["origin"]) {
+    const auto [group, input] = nb::cast<std::pair<int64_t, int64_t>>(o);
+    c.origin.emplace_back(static_cast<size_t>(group), input < 0 ? SIZE_MAX : static_cast<size_t>(input));
+  }
+  c.queued = batch_lists(d["queued"], "output rows");
+  return c;
+}
+
 // A running pipeline's handle: Python keeps it for stats() and cancel(); the result stream shares
 // the pipeline.
 struct PipelineHandle {
@@ -440,8 +489,9 @@ void bind_pipeline(nb::module_& m) {
   m.def(
       "run_graph",
       [](std::vector<std::vector<Stream*>> sources, std::string time, const std::vector<GraphNodeSpec>& nodes,
-         std::vector<size_t> outputs, runtime::PipelineOptions options, int64_t batch_size) {
+         std::vector<size_t> outputs, runtime::PipelineOptions options, int64_t batch_size, nb::object resume) {
         options.check_interrupt = interrupt_check();
+        if (!resume.is_none()) options.resume = std::make_shared<const runtime::Cut>(cut_from(resume));
         auto source = [&](size_t i) {
           if (i >= sources.size()) throw Error(ErrorKind::kUsage, "a graph node names a missing source");
           std::vector<std::unique_ptr<BatchSource>> streams;
@@ -454,10 +504,11 @@ void bind_pipeline(nb::module_& m) {
         for (size_t o = 0; o < outputs.size(); ++o) streams.push_back(Stream{std::make_unique<OutputSource>(p, o)});
         return std::make_pair(std::move(streams), PipelineHandle{p});
       },
-      "sources"_a, "time"_a, "nodes"_a, "outputs"_a, "options"_a, "batch_size"_a = 65536,
+      "sources"_a, "time"_a, "nodes"_a, "outputs"_a, "options"_a, "batch_size"_a = 65536, "resume"_a = nb::none(),
       "Runs a graph: `sources` are groups of time-sorted streams, each group merged by (time, input, position) "
       "(batch_size rows per merged batch); `nodes` in topological order; one result stream per output node. "
-      "Consumes the inputs.");
+      "Consumes the inputs. `resume`: a cut (PipelineHandle.cut()) the run goes on from, its sources' inputs "
+      "less the rows the cut counts.");
 
   m.def(
       "plan_graph",
@@ -499,6 +550,16 @@ void bind_pipeline(nb::module_& m) {
              nb::gil_scoped_release nogil;
              h.pipeline->cancel();
            })
+      .def(
+          "cut",
+          [](PipelineHandle& h) -> nb::object {
+            std::optional<runtime::Cut> c = without_gil([&] { return h.pipeline->cut(); });
+            if (!c) return nb::none();
+            return cut_to_python(*c);
+          },
+          "A consistent cut for a checkpoint (runtime/pipeline.h): a dict of the stages' names, states and "
+          "finished flags, each source's rows per input, held batches and origin, and each output's queued "
+          "batches; None when an operator cannot save its state.")
       .def(
           "help", [](PipelineHandle& h) { return without_gil([&] { return h.pipeline->help(); }); },
           "One step of operator work on the workers' behalf, from a thread waiting for room (runtime/pipeline.h).")

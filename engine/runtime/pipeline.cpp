@@ -121,6 +121,8 @@ void Pipeline::build(Graph graph) {
       is_source[i] = true;
       index[i] = sources_.size();
       sources_.push_back(std::move(st));
+      source_origin_.push_back(graph.source_origin.empty() ? std::pair<size_t, size_t>{node.source, SIZE_MAX}
+                                                           : graph.source_origin[node.source]);
       continue;
     }
     auto st = std::make_unique<Stage>();
@@ -188,6 +190,7 @@ void Pipeline::build(Graph graph) {
                                            : stages_[index[node]]->op->output_schema());
   }
   results_.resize(graph.outputs.size());
+  if (options_.resume) apply_resume(*options_.resume);
   // Consumers come after their producers: one backward pass settles who relays pulses.
   for (size_t s = stages_.size(); s-- > 0;) {
     Stage& st = *stages_[s];
@@ -366,8 +369,7 @@ Output* Pipeline::prepare(const std::vector<Edge>& consumers, const std::vector<
         w->bound = bound;
       }
       if (st.kind == ops::OpKind::kPartitioned) {
-        // Route each row to its key's partition (the high bits of hash * partitions: uniform
-        // without a division). Rows stay ascending within a piece.
+        // Route each row to its key's partition (partition_of). Rows stay ascending within a piece.
         // Two passes: each row's partition and the pieces' sizes, then the rows into pieces
         // reserved at their size (pushing into growing vectors copied each piece about a dozen
         // times per morsel).
@@ -375,8 +377,7 @@ Output* Pipeline::prepare(const std::vector<Edge>& consumers, const std::vector<
         std::vector<uint32_t> part_of(static_cast<size_t>(len));
         std::vector<size_t> sizes;
         for (int64_t r = 0; r < len; ++r) {
-          const auto p = static_cast<uint32_t>(
-              (static_cast<unsigned __int128>(hashes[static_cast<size_t>(start + r)]) * partitions_) >> 64);
+          const uint32_t p = partition_of(hashes[static_cast<size_t>(start + r)], partitions_);
           part_of[static_cast<size_t>(r)] = p;
           if (piece_of[p] < 0) {
             piece_of[p] = static_cast<int32_t>(sizes.size());
@@ -400,6 +401,7 @@ Output* Pipeline::prepare(const std::vector<Edge>& consumers, const std::vector<
   for (const auto& ws : out->works) made += ws.size();
   if (!outputs.empty()) out->result = std::move(batch);
   count_inflight(made);
+  busy_.fetch_add(static_cast<int64_t>(made) + 1, std::memory_order_relaxed);  // the works and the Output
   return out;
 }
 
@@ -427,6 +429,7 @@ Output* Pipeline::prepare_plan(const std::vector<Edge>& consumers, std::shared_p
     made += works.size();
   }
   count_inflight(made);
+  busy_.fetch_add(static_cast<int64_t>(made) + 1, std::memory_order_relaxed);  // the works and the Output
   return out;
 }
 
@@ -460,6 +463,7 @@ void Pipeline::link(const std::vector<Edge>& consumers, const std::vector<size_t
     out_cv_.notify_all();
   }
   delete out;
+  busy_.fetch_sub(1, std::memory_order_release);  // after its works and results: see busy_
   if (added) wake();
 }
 
@@ -499,6 +503,7 @@ void Pipeline::close_port(const Edge& e) {
     end->batch = empty_batch(st.multi->port_schema(e.port));
     end->bound = INT64_MAX;
     inflight_.fetch_add(1, std::memory_order_relaxed);
+    busy_.fetch_add(1, std::memory_order_relaxed);
     std::vector<Work*> works{end};
     link_into(e, works);
   }
@@ -520,12 +525,20 @@ void Pipeline::close_output(size_t output) {
 // it returns and closes its consumers' inputs. True if this call did it.
 bool Pipeline::try_finish(size_t i) {
   Stage& st = *stages_[i];
-  if (!st.may_finish() || st.finishing.exchange(true, std::memory_order_acq_rel)) return false;
+  if (!st.may_finish()) return false;
+  // Not while a cut is taken (cut(): the Dekker pair finishers_ / paused_); a cut that set paused_
+  // first waits for finishers_ to fall to 0.
+  finishers_.fetch_add(1, std::memory_order_seq_cst);
+  struct Leave {
+    std::atomic<int64_t>& n;
+    ~Leave() { n.fetch_sub(1, std::memory_order_release); }
+  } leave{finishers_};
+  if (paused_.load(std::memory_order_seq_cst) || st.finishing.exchange(true, std::memory_order_acq_rel)) return false;
   // All of this stage's outputs have been linked (next == enqueued: the drainer's release store
   // of next follows its last link), so we are now the only thread linking from this stage.
   Batch rest;
   try {
-    rest = st.op->finish();
+    if (!st.finished_before) rest = st.op->finish();
   } catch (...) {
     in_operator(i, -1);  // finish() has no input row of its own
   }
@@ -645,6 +658,7 @@ bool Pipeline::dynamic_step(size_t index) {
 bool Pipeline::pump() {
   try {
     if (worker_step(0)) return true;
+    if (paused_.load(std::memory_order_relaxed)) return false;  // a cut under way (this thread's own)
     return inflight_.load(std::memory_order_relaxed) < static_cast<int64_t>(max_inflight_) && ingress_step();
   } catch (...) {
     fail(std::current_exception());
@@ -705,6 +719,7 @@ size_t Pipeline::step(size_t i, size_t worker) {
         if (w->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
           delete w;
           inflight_.fetch_sub(1, std::memory_order_relaxed);
+          busy_.fetch_sub(1, std::memory_order_release);
         }
         in_operator(i, first_row);
       }
@@ -783,6 +798,7 @@ size_t Pipeline::step(size_t i, size_t worker) {
     const int64_t first_row = w->first_row;
     delete w;  // the run fails; nothing else holds this morsel
     inflight_.fetch_sub(1, std::memory_order_relaxed);
+    busy_.fetch_sub(1, std::memory_order_release);
     in_operator(i, first_row);
   }
   complete(i, w, std::move(out), bound, std::move(plan));
@@ -835,6 +851,7 @@ void Pipeline::complete(size_t i, Work* w, Batch out, int64_t bound, std::shared
                    : prepare(st.consumers, st.outputs, std::move(out), entry_ns, bound, nullptr);
   delete w;
   inflight_.fetch_sub(1, std::memory_order_relaxed);
+  busy_.fetch_sub(1, std::memory_order_release);  // after its Output was counted (prepare)
   st.reorder->send(serial, o);
 }
 

@@ -74,6 +74,20 @@ enum class Heuristic : uint8_t { kQST, kLP, kET, kCT };
 // there; the operators' own parallelism and the reorder buffers are the ordered runtime's.
 enum class Threading : uint8_t { kOrdered, kManual, kDedicated, kDynamic };
 
+// A consistent cut of a run, for checkpoints (docs/checkpoints.md): every operator's state after
+// exactly the rows its sources had sent, and everything made of those rows that had not been
+// taken by next(). A run restored from it (PipelineOptions::resume) over the same inputs less the
+// rows the cut counts gives the rest of the output, exactly.
+struct Cut {
+  std::vector<std::string> stages;                  // each stage's operator name, to check the restore's plan
+  std::vector<std::vector<Batch>> states;           // per stage: Operator::save_state()
+  std::vector<uint8_t> finished;                    // per stage: its finish() had run
+  std::vector<std::vector<int64_t>> rows;           // per source: rows taken from each input (BatchSource::position)
+  std::vector<std::vector<Batch>> held;             // per source: batches made of them, not sent yet
+  std::vector<std::pair<size_t, size_t>> origin;    // per source: Graph::source_origin (SIZE_MAX: the whole merge)
+  std::vector<std::vector<Batch>> queued;           // per output: result batches next() had not returned
+};
+
 struct PipelineOptions {
   Threading threading = Threading::kOrdered;
   size_t threads = 0;  // workers; 0 = hardware threads (kManual: the caller's alone; kDedicated: one per stage)
@@ -108,6 +122,9 @@ struct PipelineOptions {
   // 10 ms, during the first search and for the fill period before it). The output is the same.
   bool elastic = false;
   std::chrono::milliseconds elastic_period{100};
+  // A restore: the cut the run goes on from (its operators' states, held and queued batches); the
+  // sources must be the cut's inputs less the rows it counts, and the plan the cut's.
+  std::shared_ptr<const Cut> resume;
 };
 
 struct OperatorStats {
@@ -217,6 +234,13 @@ class Pipeline : public BatchSource {
   PipelineStats stats() const;
   // Fails the run (next() throws) and stops every thread; joins them. Any thread; idempotent.
   void cancel();
+  // A consistent cut for a checkpoint: stops reading the sources, lets every morsel in flight
+  // through every operator (finish() waits meanwhile), saves each operator's state and what the
+  // outputs hold, and goes on. The result queues keep their batches (copied into the cut, shared).
+  // Nullopt when an operator cannot save its state (Operator::saves_state), a source cannot say
+  // its position, or the run has failed. One caller at a time; with manual threading, the
+  // thread that reads the results (it runs the operators meanwhile).
+  std::optional<Cut> cut();
   // A thread the runtime does not own (a LiveInput's pusher waiting for room in its queue) runs
   // one step of operator work on the workers' behalf, as the ingress does under back-pressure
   // (ingress_main): only while fewer workers run than the machine has cores, and not for manual
@@ -283,6 +307,7 @@ class Pipeline : public BatchSource {
   void release_all();
 
   std::vector<std::unique_ptr<SourceState>> sources_;
+  std::vector<std::pair<size_t, size_t>> source_origin_;  // Graph::source_origin, per source (Cut::origin)
   std::vector<std::shared_ptr<const Schema>> out_schemas_;
   PipelineOptions options_;
   size_t threads_;
@@ -321,6 +346,20 @@ class Pipeline : public BatchSource {
   // stage i and the closing of its ports notify, so a link wakes one thread rather than every
   // stage's (a 1,000-operator chain is 1,000 threads). Null otherwise.
   std::unique_ptr<sync::Wakeup[]> stage_work_;
+
+  // Checkpoints (cut()): paused_ stops the ingress and finish(); busy_ counts the morsels and
+  // outputs in flight (a Work from its making to its completion, an Output from its making to the
+  // end of its link: each made before the one it comes from is counted off, so busy_ is 0 only
+  // when nothing is in flight). Its decrements release, so the cut's acquire load of 0 sees every
+  // operator's writes. finishers_ counts try_finish calls past their check of paused_ (a Dekker
+  // pair with paused_, both seq_cst). ingress_mutex_ is held around each ingress step, so a cut
+  // that took it after setting paused_ knows no step is under way.
+  std::atomic<bool> paused_{false};
+  std::atomic<int64_t> busy_{0};
+  std::atomic<int64_t> finishers_{0};
+  std::mutex ingress_mutex_;
+  std::mutex cut_mutex_;  // one cut at a time
+  void apply_resume(const Cut& cut);
 
   std::atomic<bool> stop_{false};
   std::mutex error_mutex_;

@@ -29,7 +29,17 @@ void Pipeline::ingress_main() {
         work_.wait(work_.value(), std::chrono::microseconds(100));
       }
       if (stop_.load(std::memory_order_relaxed)) return;
-      if (!ingress_step()) break;
+      {
+        // A cut (cut()) sets paused_, then takes this lock: a step under way ends first, and no
+        // step begins until the cut is done.
+        std::unique_lock lock(ingress_mutex_);
+        if (paused_.load(std::memory_order_relaxed)) {
+          lock.unlock();
+          work_.wait(work_.value(), std::chrono::microseconds(200));
+          continue;
+        }
+        if (!ingress_step()) break;
+      }
     }
     wake();
   } catch (...) {
@@ -72,10 +82,16 @@ bool Pipeline::ingress_step() {
   bool ended_now = false;
   auto pull = [&](SourceState& s) {
     while (!s.ended && !s.pending) {
+      if (!s.resumed.empty()) {  // a restored run's held batches go first
+        s.pending = std::move(s.resumed.front());
+        s.resumed.pop_front();
+        break;
+      }
       std::optional<Batch> b = s.source->next();
       if (!b) {
         s.ended = true;
         ended_now = true;
+        if (std::optional<BatchSource::Position> at = s.source->position()) s.end_rows = std::move(at->rows);
         for (const Edge& e : s.consumers) close_port(e);
         for (size_t o : s.outputs) close_output(o);
         s.source.reset();  // released once its end is published, so the release holds nothing back
@@ -94,7 +110,7 @@ bool Pipeline::ingress_step() {
   SourceState* least = nullptr;  // of the open sources holding nothing, the least floor
   for (auto& src : sources_) {
     SourceState& s = *src;
-    if (!s.ended && !s.pending && s.source->ready()) pull(s);
+    if (!s.ended && !s.pending && (!s.resumed.empty() || s.source->ready())) pull(s);
     if (s.pending) {
       const int64_t first = first_time(s);
       if (next == nullptr || first < next_time) {

@@ -6,6 +6,7 @@
 // pipeline_elastic.cpp (the elastic controller) and pipeline_results.cpp (result queues and
 // statistics).
 #include <atomic>
+#include <deque>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -78,6 +79,11 @@ struct SourceState {
   std::vector<size_t> outputs;
   std::optional<size_t> time_index;  // the time column, whose values bound the stream
   std::optional<Batch> pending;      // pulled, not yet linked
+  std::deque<Batch> resumed;         // a restored run's batches to send before pulling (Cut::held)
+  // Checkpoints: the rows of each input a restored run's inputs left out (Cut::rows; empty: none),
+  // and, once the source has ended, the rows it took from each (its position() before release).
+  std::vector<int64_t> base_rows;
+  std::optional<std::vector<int64_t>> end_rows;
   bool ended = false;
   // The least time it may still send: its last sent batch's last time or its latest heartbeat
   // (sent on as a pulse), whichever is later.
@@ -136,6 +142,7 @@ struct Stage {
   std::atomic<bool> input_closed{false};
   std::atomic<bool> finishing{false};
   std::atomic<bool> finished{false};
+  bool finished_before = false;  // restored from a cut taken after its finish(): not called again
 
   std::atomic<size_t> workers{0};
   std::atomic<size_t> peak_workers{0};

@@ -1,0 +1,107 @@
+// Checkpoints of the ordered runtime: a consistent cut of a running pipeline, and a run restored
+// from one (runtime/pipeline.h, Cut; docs/checkpoints.md).
+//
+// The cut is a pause, not a barrier that travels with the data: the ingress stops between two
+// batches, every morsel already sent runs through every operator and out to the result queues,
+// and then nothing moves: each operator's state is exactly that of a sequential run over the rows
+// the sources sent, whatever the threads, partitions and morsels. Its price is a drain of at most
+// max_inflight morsels, during which workers that run out of work idle.
+#include <thread>
+
+#include "core/error.h"
+#include "runtime/pipeline.h"
+#include "runtime/pipeline_internal.h"
+
+namespace pao::runtime {
+
+std::optional<Cut> Pipeline::cut() {
+  std::lock_guard one(cut_mutex_);
+  for (const auto& st : stages_) {
+    if (!st->op->saves_state()) return std::nullopt;
+  }
+  paused_.store(true, std::memory_order_seq_cst);
+  struct Resume {
+    Pipeline& p;
+    ~Resume() {
+      p.paused_.store(false, std::memory_order_seq_cst);
+      p.wake();
+      if (p.stage_work_)
+        for (size_t i = 0; i < p.stages_.size(); ++i) p.stage_work_[i].notify();
+    }
+  } resume{*this};
+  { std::lock_guard step(ingress_mutex_); }  // a step under way has ended; none begins until resume
+  for (;;) {
+    if (stop_.load(std::memory_order_relaxed)) return std::nullopt;
+    if (manual_) {
+      // No workers: this thread runs what is in flight, as next() would (pump() reads no input
+      // while paused_).
+      std::lock_guard pumping(pump_mutex_);
+      while (!stop_.load(std::memory_order_relaxed) && pump()) {
+      }
+    }
+    // finishers_ first: a finish under way links its output (busy_) before it counts itself off.
+    if (finishers_.load(std::memory_order_acquire) == 0 && busy_.load(std::memory_order_acquire) == 0) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  Cut c;
+  for (const auto& st : stages_) {
+    c.stages.push_back(st->op->name());
+    c.states.push_back(st->op->save_state());
+    c.finished.push_back(st->finished.load(std::memory_order_acquire) ? 1 : 0);
+  }
+  for (size_t k = 0; k < sources_.size(); ++k) {
+    SourceState& s = *sources_[k];
+    std::vector<int64_t> rows;
+    std::vector<Batch> held;
+    if (s.ended) {
+      if (!s.end_rows) return std::nullopt;
+      rows = *s.end_rows;
+    } else {
+      std::optional<BatchSource::Position> at = s.source->position();
+      if (!at) return std::nullopt;
+      rows = std::move(at->rows);
+      if (s.pending) held.push_back(*s.pending);
+      held.insert(held.end(), s.resumed.begin(), s.resumed.end());
+      held.insert(held.end(), at->held.begin(), at->held.end());
+    }
+    if (!s.base_rows.empty()) {
+      if (s.base_rows.size() != rows.size()) return std::nullopt;
+      for (size_t i = 0; i < rows.size(); ++i) rows[i] += s.base_rows[i];
+    }
+    c.rows.push_back(std::move(rows));
+    c.held.push_back(std::move(held));
+    c.origin.push_back(source_origin_[k]);
+  }
+  {
+    std::lock_guard lock(out_mutex_);
+    for (const ResultQueue& q : results_) c.queued.emplace_back(q.batches.begin(), q.batches.end());
+  }
+  return c;
+}
+
+void Pipeline::apply_resume(const Cut& c) {
+  bool same = c.stages.size() == stages_.size() && c.states.size() == stages_.size() &&
+              c.finished.size() == stages_.size() && c.rows.size() == sources_.size() &&
+              c.held.size() == sources_.size() && c.origin == source_origin_ && c.queued.size() == results_.size();
+  for (size_t i = 0; same && i < stages_.size(); ++i) same = c.stages[i] == stages_[i]->op->name();
+  if (!same) {
+    throw Error(ErrorKind::kUsage, "this checkpoint was taken of another plan: restore it with the same query, "
+                                   "inputs and options fuse= and push_down=");
+  }
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    stages_[i]->op->load_state(c.states[i]);
+    stages_[i]->finished_before = c.finished[i] != 0;
+  }
+  for (size_t k = 0; k < sources_.size(); ++k) {
+    sources_[k]->resumed.assign(c.held[k].begin(), c.held[k].end());
+    sources_[k]->base_rows = c.rows[k];
+  }
+  for (size_t o = 0; o < results_.size(); ++o) {
+    for (const Batch& b : c.queued[o]) {
+      results_[o].batches.push_back(b);
+      inflight_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+}  // namespace pao::runtime
