@@ -6,6 +6,7 @@
 #include "core/builder.h"
 #include "core/gather.h"
 #include "gate/times.h"
+#include "ops/partitioned.h"
 
 namespace pao::ops {
 
@@ -141,6 +142,46 @@ int64_t MergedPorts::frontier() const {
   return least == kNone ? INT64_MAX : OrderKey::unpack(least).time;
 }
 
+std::vector<Batch> MergedPorts::save(const std::vector<std::shared_ptr<const Schema>>& schemas) const {
+  DataType i64;
+  i64.id = TypeId::kInt64;
+  auto meta = std::make_shared<const Schema>(
+      Schema{{{"rows", i64, false}, {"last", i64, false}, {"bound", i64, false}, {"ended", i64, false}}});
+  std::vector<ColumnBuilder> built = builders_of({i64, i64, i64, i64});
+  std::vector<Batch> out(1);
+  for (size_t p = 0; p < ports_.size(); ++p) {
+    const Port& port = ports_[p];
+    const int64_t values[4] = {port.rows, port.last, port.bound, port.ended ? 1 : 0};
+    for (size_t c = 0; c < 4; ++c) built[c].append_fixed(&values[c]);
+    std::vector<Batch> sources;
+    std::vector<Segment> segments;
+    for (const Queued& q : port.queue) {
+      segments.push_back({static_cast<uint32_t>(sources.size()), q.next, q.batch.num_rows() - q.next});
+      sources.push_back(q.batch);
+    }
+    out.push_back(sources.empty() ? empty_batch(schemas[p]) : gather(schemas[p], sources, segments));
+  }
+  out[0] = built_batch(meta, static_cast<int64_t>(ports_.size()), built);
+  return out;
+}
+
+void MergedPorts::load(const std::vector<Batch>& state) {
+  if (state.size() != ports_.size() + 1 || state[0].num_rows() != static_cast<int64_t>(ports_.size()) ||
+      state[0].num_columns() != 4) {
+    throw Error(ErrorKind::kInvalidInput, "a checkpoint's state of a merge of " + std::to_string(ports_.size()) +
+                                              " streams is a batch of their promises and one of each stream's rows");
+  }
+  const auto value = [&](size_t column, size_t p) {
+    return state[0].column(column).typed<int64_t>()[p];
+  };
+  for (size_t p = 0; p < ports_.size(); ++p) {
+    const Batch& rows = state[1 + p];
+    ports_[p].rows = value(0, p) - rows.num_rows();  // the queued rows' positions come out as they were
+    push(p, rows, value(3, p) != 0 ? INT64_MAX : value(2, p));
+    ports_[p].last = value(1, p);
+  }
+}
+
 bool MergedPorts::done() const {
   for (const Port& p : ports_) {
     if (!p.ended || !p.queue.empty()) return false;
@@ -177,6 +218,10 @@ class Union final : public MultiInputOperator {
     if (ready.segments.size() == 1) return gather_range(ready, 0, ready.rows());  // one run: a zero-copy slice
     return gather(output_, ready.sources, ready.segments);
   }
+
+  bool saves_state() const override { return true; }
+  std::vector<Batch> save_state() const override { return merged_.save(schemas_); }
+  void load_state(const std::vector<Batch>& state) override { merged_.load(state); }
 
   bool plans_output() const override { return true; }
   GatherPlan push_plan(size_t port, const Batch& in, int64_t bound) override {

@@ -88,6 +88,12 @@ class MergedPorts {
   int64_t frontier() const;
   bool done() const;
 
+  // Checkpoints: batch 0 has a row per port (rows received, the last row's time, the bound, ended:
+  // int64 columns), batch 1 + p port p's rows not yet taken, under schemas[p]. load() takes that
+  // into fresh ports, as if their streams had been pushed again.
+  std::vector<Batch> save(const std::vector<std::shared_ptr<const Schema>>& schemas) const;
+  void load(const std::vector<Batch>& state);
+
  private:
   struct Queued {
     Batch batch;
