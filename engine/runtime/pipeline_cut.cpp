@@ -31,7 +31,13 @@ std::optional<Cut> Pipeline::cut() {
   } resume{*this};
   { std::lock_guard step(ingress_mutex_); }  // a step under way has ended; none begins until resume
   for (;;) {
-    if (stop_.load(std::memory_order_relaxed)) return std::nullopt;
+    if (stop_.load(std::memory_order_acquire)) {
+      // Stopped: failed or cancelled (no cut), or every output read to its end, which stops the
+      // threads once every stage has finished: then nothing moves, and the cut is the end.
+      std::lock_guard lock(error_mutex_);
+      if (error_ || stages_finished_.load(std::memory_order_acquire) != stages_.size()) return std::nullopt;
+      break;
+    }
     if (manual_) {
       // No workers: this thread runs what is in flight, as next() would (pump() reads no input
       // while paused_).

@@ -1,0 +1,150 @@
+"""Checkpoints of pipeline and graph runs that hold the operators' state (the engine's cut,
+docs/checkpoints.md): a run cut at a random point, restored over the same inputs (each read on
+from where the cut left it), cut and restored again, gives exactly the rows of an uninterrupted
+sequential run, whatever the threads, threading, morsels, back-pressure and plan on either side."""
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pyarrow_ops as po
+from pyarrow_ops import col
+
+
+def clicks(rng: np.random.Generator, rows: int) -> pa.Table:
+    user = pa.array(rng.integers(0, 40, rows), mask=rng.random(rows) < 0.05)  # null keys are keys too
+    return pa.table({"t": np.sort(rng.integers(0, 20 * rows + 1, rows)).astype(np.int64), "user": user,
+                     "page": pa.array(np.array(["a", "bb", "ccc", ""])[rng.integers(0, 4, rows)]),
+                     "price": pa.array(rng.normal(10, 5, rows), mask=rng.random(rows) < 0.1)})
+
+
+STEPS = {
+    "filter": lambda p: p.filter(col("price") > 4),
+    "sessionize": lambda p: p.sessionize("user", gap=30),
+    "lag": lambda p: p.lag("user", ["price", "page"]),
+    "delta": lambda p: p.delta("user", ["price"], suffix="_d"),
+    "running": lambda p: p.running("user", {"n": po.count(), "s": po.sum("price"), "m": po.last("page"),
+                                            "f": po.first("price")}),
+    "dedupe": lambda p: p.dedupe(["user", "page"]),
+}
+
+
+def query(inputs: list[pa.Table], steps: list[str]) -> po.Pipeline:
+    p = po.Pipeline(inputs, time="t")
+    for s in steps:
+        p = STEPS[s](p)
+    return p
+
+
+def options(draw: st.DrawFn) -> dict[str, object]:
+    threading = draw(st.sampled_from(["ordered", "ordered", "manual", "dedicated", "dynamic"]))
+    out: dict[str, object] = {"threading": threading, "morsel": draw(st.sampled_from([None, 1, 7, 500])),
+                              "max_inflight": draw(st.sampled_from([None, 1, 3])),
+                              "batch_size": draw(st.sampled_from([65536, 37, 400])),
+                              "push_down": draw(st.booleans())}
+    if threading in ("ordered", "dynamic"):
+        out["threads"] = draw(st.integers(1, 3))
+    return out
+
+
+def cut_and_restore(q: po.Pipeline, inputs: list[pa.Table], first: dict, second: dict, take: tuple[int, int],
+                    path: Path) -> tuple[pa.Table, bool]:
+    """The rows of q's run cut after take[0] batches, restored with `second` (options saved with the
+    query: `second` only names the restore's own cut), cut again after take[1] batches, restored."""
+    result = q.run(**first)
+    got = list(itertools.islice(iter(result), take[0]))
+    result.checkpoint(path / "one")
+    result.close()
+    again = po.restore(path / "one", inputs=inputs)
+    got += list(itertools.islice(iter(again), take[1]))
+    again.checkpoint(path / "two")
+    again.close()
+    rest = po.restore(path / "two", inputs=inputs).to_arrow()
+    with_cut = all("cut" in json.loads((path / name / "manifest.json").read_text())["body"]["state"]
+                   for name in ("one", "two"))
+    return pa.concat_tables([pa.Table.from_batches(got, schema=rest.schema), rest]), with_cut
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_cut_run_restored_twice_equals_the_sequential_run(data: st.DataObject, tmp_path_factory) -> None:
+    seed = data.draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    inputs = [clicks(rng, int(rng.integers(0, 3000))) for _ in range(data.draw(st.integers(1, 3)))]
+    steps = data.draw(st.lists(st.sampled_from(sorted(STEPS)), min_size=1, max_size=5, unique=True))
+    expected = query(inputs, steps).run(threads=1).to_arrow()
+    first = options(data.draw)
+    take = (data.draw(st.integers(0, 6)), data.draw(st.integers(0, 4)))
+    got, with_cut = cut_and_restore(query(inputs, steps), inputs, first, {}, take, tmp_path_factory.mktemp("cut"))
+    assert with_cut  # every operator here saves its state: no replay
+    assert got.equals(expected), (steps, first, take)
+
+
+def test_a_graph_with_two_outputs_and_two_sources_restores_from_its_cut(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    a = [clicks(rng, 4000), clicks(rng, 3000)]
+    b = [clicks(rng, 2500)]
+
+    def outputs() -> dict[str, po.Pipeline]:
+        shared = po.Pipeline(a, time="t").filter(col("price") > 2).sessionize("user", gap=40)
+        other = po.Pipeline(b, time="t").lag("user", ["price"])
+        return {"runs": shared.running(["user", "session"], {"n": po.count()}), "firsts": shared.dedupe("user"),
+                "both": po.union(shared.select("t", "user"), other.select("t", "user"))}
+
+    expected = po.run(outputs(), threads=1).to_arrow()
+    result = po.run(outputs(), threads=2, max_inflight=2)
+    got: dict[str, list[pa.RecordBatch]] = {name: [] for name in expected}
+    for name in expected:  # a batch of each output, then the cut
+        got[name] += list(itertools.islice(iter(result[name]), 1))
+    result.checkpoint(tmp_path / "snap")
+    result.close()
+    assert "cut" in json.loads((tmp_path / "snap" / "manifest.json").read_text())["body"]["state"]
+    rest = po.restore(tmp_path / "snap", inputs=[a, b]).to_arrow()
+    for name, table in expected.items():
+        assert pa.concat_tables([pa.Table.from_batches(got[name], schema=table.schema), rest[name]]).equals(table)
+
+
+def test_parquet_inputs_are_read_on_from_the_row_group_of_the_cut(tmp_path: Path, monkeypatch) -> None:
+    import pyarrow_ops.io
+
+    monkeypatch.setattr(pyarrow_ops.io, "PARQUET_BATCH_ROWS", 700)  # batches smaller than the files
+    rng = np.random.default_rng(9)
+    tables = [clicks(rng, 20000), clicks(rng, 15000)]
+    files = []
+    for i, t in enumerate(tables):
+        pq.write_table(t, tmp_path / f"in{i}.parquet", row_group_size=1000)
+        files.append(tmp_path / f"in{i}.parquet")
+    q = query(files, ["filter", "sessionize", "running"])
+    expected = q.run().to_arrow()
+    result = q.run(threads=2, max_inflight=2, batch_size=700)
+    head = list(itertools.islice(iter(result), 3))
+    result.checkpoint(tmp_path / "snap")
+    result.close()
+    state = json.loads((tmp_path / "snap" / "manifest.json").read_text())["body"]["state"]
+    assert "cut" in state and 0 < sum(map(sum, state["cut"]["rows"])) < 35000
+    rest = po.restore(tmp_path / "snap", inputs=files).to_arrow()
+    assert pa.concat_tables([pa.Table.from_batches(head, schema=rest.schema), rest]).equals(expected)
+
+
+@pytest.mark.parametrize("window", [True, False])
+def test_a_run_with_an_operator_that_saves_no_state_is_restored_by_replay(window: bool, tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    inputs = [clicks(rng, 5000)]
+    p = po.Pipeline(inputs, time="t").sessionize("user", gap=30)
+    q = p.window_aggregate(po.tumbling(500), {"n": po.count()}, key="user") if window else p.with_columns(w=col("t") // 500).top_k(3, "price", per="w")
+    expected = q.run().to_arrow()
+    result = q.run(threads=2, batch_size=300, max_inflight=1)
+    head = list(itertools.islice(iter(result), 2))
+    result.checkpoint(tmp_path / "snap")
+    result.close()
+    assert "cut" not in json.loads((tmp_path / "snap" / "manifest.json").read_text())["body"]["state"]
+    rest = po.restore(tmp_path / "snap", inputs=inputs).to_arrow()
+    assert pa.concat_tables([pa.Table.from_batches(head, schema=rest.schema), rest]).equals(expected)
