@@ -220,7 +220,7 @@ class Union final : public MultiInputOperator {
   }
 
   bool saves_state() const override { return true; }
-  std::vector<Batch> save_state() const override { return merged_.save(schemas_); }
+  std::vector<Batch> save_state() override { return merged_.save(schemas_); }
   void load_state(const std::vector<Batch>& state) override { merged_.load(state); }
 
   bool plans_output() const override { return true; }

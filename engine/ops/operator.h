@@ -162,7 +162,7 @@ class Operator {
   virtual bool saves_state() const { return kind() == OpKind::kStateless; }
   // The state, as batches of the operator's own making. Called by one thread while no other call
   // runs (the runtime's cut: runtime/pipeline.h), between process calls, before finish().
-  virtual std::vector<Batch> save_state() const { return {}; }
+  virtual std::vector<Batch> save_state() { return {}; }
   // What save_state() gave, into an operator fresh from its factory whose set_partitions() was
   // called (perhaps with another number of partitions than the saving run's), before any process
   // call. Throws kInvalidInput for batches it cannot read.

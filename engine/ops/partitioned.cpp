@@ -91,6 +91,38 @@ Batch add_columns(std::shared_ptr<const Schema> schema, const Batch& base, std::
 }
 
 
+std::shared_ptr<const Schema> key_state_schema(const Schema& input, const std::vector<size_t>& keys) {
+  std::vector<Field> fields;
+  for (size_t k : keys) fields.push_back({input.fields[k].name, input.fields[k].type, true});
+  DataType text;
+  text.id = TypeId::kLargeUtf8;
+  fields.push_back({"state", text, false});
+  return std::make_shared<const Schema>(Schema{std::move(fields)});
+}
+
+std::vector<uint32_t> key_state_partitions(const Batch& state, size_t keys, size_t partitions, const std::string& op) {
+  if (state.num_columns() != keys + 1 || state.schema()->fields[keys].type.id != TypeId::kLargeUtf8) {
+    throw Error(ErrorKind::kInvalidInput, op + ": a checkpoint's state is a batch of the key columns and 'state'");
+  }
+  std::vector<uint64_t> hashes;
+  key_hashes(state, key_state_columns(keys), hashes);
+  std::vector<uint32_t> out(hashes.size());
+  for (size_t r = 0; r < hashes.size(); ++r) out[r] = partition_of(hashes[r], partitions);
+  return out;
+}
+
+std::string_view key_state_text(const Batch& state, int64_t row) {
+  DataType text;
+  text.id = TypeId::kLargeUtf8;
+  return string_at(state.column(state.num_columns() - 1), text, row);
+}
+
+std::vector<size_t> key_state_columns(size_t keys) {
+  std::vector<size_t> at(keys);
+  for (size_t k = 0; k < keys; ++k) at[k] = k;
+  return at;
+}
+
 void StateReader::bad() const {
   throw Error(ErrorKind::kInvalidInput, "a checkpoint's operator state is not what this operator wrote (near '" +
                                             std::string(in.substr(0, 40)) + "')");

@@ -118,6 +118,19 @@ struct StateReader {
   [[noreturn]] void bad() const;
 };
 
+// A checkpoint's keyed state (PartitionedOperator::save_state, keyed windows): one row per key,
+// the key columns (the input's, by their names) then `state`, the key's state as text. Not a
+// partition's image: a restore may run another number of partitions, so each row goes back to the
+// partition the runtime routes its key's tuples to (partition_of).
+std::shared_ptr<const Schema> key_state_schema(const Schema& input, const std::vector<size_t>& keys);
+// Per row of `state` (checked to be `keys` key columns and `state`), its partition of `partitions`;
+// `op` names the operator in errors.
+std::vector<uint32_t> key_state_partitions(const Batch& state, size_t keys, size_t partitions, const std::string& op);
+// The state text of `row`.
+std::string_view key_state_text(const Batch& state, int64_t row);
+// The key columns' indices in a state batch: 0, 1, ... (KeyTable::set_columns).
+std::vector<size_t> key_state_columns(size_t keys);
+
 // --- State per partition --------------------------------------------------------------------
 
 // A partitioned operator whose state is a `Part` per partition (typically a KeyTable and
@@ -142,20 +155,13 @@ class PartitionedOperator : public Operator {
   // Every operator built on this emits online: nothing is held back for the end.
   Batch finish() override { return {}; }
 
-  // A checkpoint's state: one row per key of every partition, the key columns (the input's, by
-  // their names) then `state`, the key's state as text (save_key). Not a partition's image: a
-  // restore may run another number of partitions, so load_state() routes each key as the runtime
-  // routes its tuples (partition_of). Operators that implement save_key() say saves_key_state().
+  // A checkpoint's state (key_state_schema): every key of every partition. Operators that
+  // implement save_key() say saves_key_state().
   bool saves_state() const override { return saves_key_state(); }
-  std::vector<Batch> save_state() const override {
-    std::vector<Field> fields;
-    for (size_t k : keys_) fields.push_back({input_->fields[k].name, input_->fields[k].type, true});
-    DataType text;
-    text.id = TypeId::kLargeUtf8;
-    fields.push_back({"state", text, false});
-    auto schema = std::make_shared<const Schema>(Schema{fields});
+  std::vector<Batch> save_state() override {
+    auto schema = key_state_schema(*input_, keys_);
     std::vector<ColumnBuilder> built;
-    for (const Field& f : fields) built.emplace_back(f.type);
+    for (const Field& f : schema->fields) built.emplace_back(f.type);
     int64_t rows = 0;
     for (const auto& part : parts_) {
       const size_t n = part->keys.size();
@@ -168,23 +174,14 @@ class PartitionedOperator : public Operator {
     return {built_batch(schema, rows, built)};
   }
   void load_state(const std::vector<Batch>& state) override {
-    if (state.size() != 1 || state[0].num_columns() != keys_.size() + 1) {
-      throw Error(ErrorKind::kInvalidInput, name() + ": a checkpoint's state is one batch of the key columns and 'state'");
-    }
+    if (state.size() != 1) throw Error(ErrorKind::kInvalidInput, name() + ": a checkpoint's state is one batch");
     const Batch& b = state[0];
-    std::vector<size_t> at(keys_.size());
-    for (size_t k = 0; k < at.size(); ++k) at[k] = k;
-    std::vector<uint64_t> hashes;
-    key_hashes(b, at, hashes);
-    const Column& text = b.column(keys_.size());
-    DataType text_type;
-    text_type.id = TypeId::kLargeUtf8;
-    for (auto& part : parts_) part->keys.set_columns(at);
+    const std::vector<uint32_t> to = key_state_partitions(b, keys_.size(), parts_.size(), name());
+    for (auto& part : parts_) part->keys.set_columns(key_state_columns(keys_.size()));
     for (int64_t r = 0; r < b.num_rows(); ++r) {
-      Part& part = *parts_[partition_of(hashes[static_cast<size_t>(r)], parts_.size())];
-      const uint32_t id = part.keys.id(b, r);
-      StateReader reader{string_at(text, text_type, r)};
-      load_key(part, id, reader);
+      Part& part = *parts_[to[static_cast<size_t>(r)]];
+      StateReader reader{key_state_text(b, r)};
+      load_key(part, part.keys.id(b, r), reader);
     }
     for (auto& part : parts_) part->keys.set_columns(keys_);
   }

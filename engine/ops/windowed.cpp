@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <string_view>
+#include <type_traits>
 
 #include "core/builder.h"
 #include "core/error.h"
 #include "core/values.h"
 #include "core/gather.h"
 #include "core/key_table.h"
+#include "ops/partitioned.h"
 #include "window/sessions.h"
 
 namespace pao::ops {
@@ -85,6 +87,52 @@ class TopK final : public Operator {
   Batch finish() override {
     if (!heap_.empty()) close_group();
     return take_output();
+  }
+
+  // Checkpoints: the current group's retained rows (under the input schema), each one's arrival
+  // number, and the arrival counter. Between calls nothing else is held: each call hands out its
+  // output, and the group's `per` value is that of its rows.
+  bool saves_state() const override { return true; }
+  std::vector<Batch> save_state() override {
+    // Only the slots the heap uses (a freed slot holds no batch to gather from).
+    std::vector<Batch> used;
+    std::vector<uint32_t> index(sources_.size(), kNone);
+    std::vector<Segment> rows;
+    std::vector<ColumnBuilder> arrivals = builders_of({DataType{}});
+    for (const Candidate& c : heap_) {
+      if (index[c.source] == kNone) {
+        index[c.source] = static_cast<uint32_t>(used.size());
+        used.push_back(sources_[c.source]);
+      }
+      rows.push_back({index[c.source], c.row, 1});
+      arrivals[0].append_fixed(&c.arrival);
+    }
+    std::vector<ColumnBuilder> counter = builders_of({DataType{}});
+    const auto next = static_cast<int64_t>(arrival_);
+    counter[0].append_fixed(&next);
+    auto one = std::make_shared<const Schema>(Schema{{{"arrival", DataType{}, false}}});
+    return {heap_.empty() ? empty_batch(input_) : gather(input_, used, rows),
+            built_batch(one, static_cast<int64_t>(heap_.size()), arrivals), built_batch(one, 1, counter)};
+  }
+  void load_state(const std::vector<Batch>& state) override {
+    if (state.size() != 3 || state[1].num_rows() != state[0].num_rows() || state[2].num_rows() != 1 ||
+        state[0].num_columns() != input_->fields.size() || state[0].num_rows() > k_) {
+      throw Error(ErrorKind::kInvalidInput, "top_k: a checkpoint's state is its retained rows, their arrivals and a counter");
+    }
+    const Batch& rows = state[0];
+    arrival_ = static_cast<uint64_t>(state[2].column(0).typed<int64_t>()[0]);
+    if (rows.num_rows() == 0) return;
+    morsel_source_ = kNone;
+    for (int64_t r = 0; r < rows.num_rows(); ++r) {
+      Candidate c = read(rows, r);
+      c.arrival = static_cast<uint64_t>(state[1].column(0).typed<int64_t>()[r]);
+      c.row = r;
+      c.source = retain(rows);
+      heap_.push_back(c);
+    }
+    morsel_source_ = kNone;
+    std::make_heap(heap_.begin(), heap_.end(), [this](const Candidate& a, const Candidate& b) { return better(a, b); });
+    if (per_name_) start_group(rows, 0);
   }
 
  private:
@@ -385,6 +433,28 @@ class GlobalWindows final : public Operator {
     return take();
   }
 
+  // Checkpoints: session windows save their open sessions (SessionAggregate::save_sessions) and
+  // the latest time; the unsliced store of fixed windows keeps no such form of its open sets yet.
+  bool saves_state() const override { return std::is_same_v<Store, window::SessionAggregate>; }
+  std::vector<Batch> save_state() override {
+    if constexpr (std::is_same_v<Store, window::SessionAggregate>) {
+      std::vector<ColumnBuilder> built = builders_of({DataType{}});
+      built[0].append_fixed(&last_);
+      auto schema = std::make_shared<const Schema>(Schema{{{"last", DataType{}, false}}});
+      return {windows_.save_sessions(), built_batch(schema, 1, built)};
+    }
+    return {};
+  }
+  void load_state(const std::vector<Batch>& state) override {
+    if constexpr (std::is_same_v<Store, window::SessionAggregate>) {
+      if (state.size() != 2 || state[1].num_rows() != 1 || state[1].num_columns() != 1) {
+        throw Error(ErrorKind::kInvalidInput, "window_aggregate: a checkpoint's state is its sessions and a time");
+      }
+      windows_.load_sessions(state[0]);
+      last_ = state[1].column(0).typed<int64_t>()[0];
+    }
+  }
+
  private:
   Batch take() {
     std::optional<Batch> b = windows_.take(true);
@@ -546,6 +616,54 @@ class KeyedWindows final : public Operator {
     set_partitions(parts_.size());  // everything was emitted: start empty
     if (open.empty()) return Batch();
     return finish_batch(output_, out);
+  }
+
+  // A checkpoint's state (ops/partitioned.h, key_state_schema): per key its latest time, its open
+  // windows [first, last] by k, and each open window's state per aggregate (AggStates::save).
+  bool saves_state() const override { return true; }
+  std::vector<Batch> save_state() override {
+    auto schema = key_state_schema(*input_, key_columns_);
+    std::vector<ColumnBuilder> built;
+    for (const Field& f : schema->fields) built.emplace_back(f.type);
+    int64_t rows = 0;
+    for (const auto& part : parts_) {
+      const Partition& p = *part;
+      for (uint32_t key = 0; key < p.state.size(); ++key) {
+        const KeyState& st = p.state[key];
+        StateWriter w;
+        w.put(st.last);
+        w.put(st.open.first);
+        w.put(st.open.last);
+        for (int64_t k = st.open.first; k <= st.open.last; ++k)
+          for (const window::AggStates& a : p.aggs) w.put_text(a.save(slot_of(key, k)));
+        p.keys.append(key, built, 0);
+        built.back().append_string(w.out);
+        ++rows;
+      }
+    }
+    return {built_batch(schema, rows, built)};
+  }
+  void load_state(const std::vector<Batch>& state) override {
+    if (state.size() != 1) throw Error(ErrorKind::kInvalidInput, "window_aggregate: a checkpoint's state is one batch");
+    const Batch& b = state[0];
+    const std::vector<uint32_t> to = key_state_partitions(b, key_columns_.size(), parts_.size(), name());
+    for (auto& part : parts_) part->keys.set_columns(key_state_columns(key_columns_.size()));
+    for (int64_t r = 0; r < b.num_rows(); ++r) {
+      Partition& p = *parts_[to[static_cast<size_t>(r)]];
+      const uint32_t key = p.keys.id(b, r);
+      StateReader in{key_state_text(b, r)};
+      if (key != p.state.size()) in.bad();  // a key twice
+      add_key(p, key);
+      KeyState& st = p.state[key];
+      st.last = in.get();
+      st.open.first = in.get();
+      st.open.last = in.get();
+      if (st.open.last - st.open.first >= ring_) in.bad();
+      for (int64_t k = st.open.first; k <= st.open.last; ++k)
+        for (window::AggStates& a : p.aggs)
+          if (!a.load(slot_of(key, k), in.get_text())) in.bad();
+    }
+    for (auto& part : parts_) part->keys.set_columns(key_columns_);
   }
 
  private:

@@ -37,11 +37,24 @@ STEPS = {
 }
 
 
-def query(inputs: list[pa.Table], steps: list[str]) -> po.Pipeline:
+# Last steps: their output has no time column to go on with.
+LAST = {
+    None: lambda p: p,
+    "tumbling": lambda p: p.window_aggregate(po.tumbling(200), {"n": po.count(), "s": po.sum("price")}, key="user"),
+    "sliding": lambda p: p.window_aggregate(po.sliding(300, 100), {"f": po.first("page"), "m": po.min("price")},
+                                            key=["user", "page"]),
+    "sessions": lambda p: p.window_aggregate(po.session(25), {"n": po.count(), "l": po.last("price")}, key="user"),
+    "global sessions": lambda p: p.window_aggregate(po.session(5), {"n": po.count()}),
+    "top_k": lambda p: p.with_columns(w=col("t") // 300).top_k(2, "price", per="w"),
+    "top_k of all": lambda p: p.top_k(5, "page", descending=False),
+}
+
+
+def query(inputs: list[pa.Table], steps: list[str], last: str | None = None) -> po.Pipeline:
     p = po.Pipeline(inputs, time="t")
     for s in steps:
         p = STEPS[s](p)
-    return p
+    return LAST[last](p)
 
 
 def options(draw: st.DrawFn) -> dict[str, object]:
@@ -78,14 +91,16 @@ def cut_and_restore(q: po.Pipeline, inputs: list[pa.Table], first: dict, second:
 def test_a_cut_run_restored_twice_equals_the_sequential_run(data: st.DataObject, tmp_path_factory) -> None:
     seed = data.draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
-    inputs = [clicks(rng, int(rng.integers(0, 3000))) for _ in range(data.draw(st.integers(1, 3)))]
-    steps = data.draw(st.lists(st.sampled_from(sorted(STEPS)), min_size=1, max_size=5, unique=True))
-    expected = query(inputs, steps).run(threads=1).to_arrow()
+    inputs = [clicks(rng, int(rng.integers(0, 6000))) for _ in range(data.draw(st.integers(1, 3)))]
+    steps = data.draw(st.lists(st.sampled_from(sorted(STEPS)), min_size=0, max_size=5, unique=True))
+    last = data.draw(st.sampled_from(list(LAST)))
+    expected = query(inputs, steps, last).run(threads=1).to_arrow()
     first = options(data.draw)
     take = (data.draw(st.integers(0, 6)), data.draw(st.integers(0, 4)))
-    got, with_cut = cut_and_restore(query(inputs, steps), inputs, first, {}, take, tmp_path_factory.mktemp("cut"))
+    got, with_cut = cut_and_restore(query(inputs, steps, last), inputs, first, {}, take,
+                                    tmp_path_factory.mktemp("cut"))
     assert with_cut  # every operator here saves its state: no replay
-    assert got.equals(expected), (steps, first, take)
+    assert got.equals(expected), (steps, last, first, take)
 
 
 def test_a_graph_with_two_outputs_and_two_sources_restores_from_its_cut(tmp_path: Path) -> None:
@@ -134,12 +149,13 @@ def test_parquet_inputs_are_read_on_from_the_row_group_of_the_cut(tmp_path: Path
     assert pa.concat_tables([pa.Table.from_batches(head, schema=rest.schema), rest]).equals(expected)
 
 
-@pytest.mark.parametrize("window", [True, False])
-def test_a_run_with_an_operator_that_saves_no_state_is_restored_by_replay(window: bool, tmp_path: Path) -> None:
+@pytest.mark.parametrize("unkeyed", [True, False])
+def test_a_run_with_an_operator_that_saves_no_state_is_restored_by_replay(unkeyed: bool, tmp_path: Path) -> None:
     rng = np.random.default_rng(2)
     inputs = [clicks(rng, 5000)]
     p = po.Pipeline(inputs, time="t").sessionize("user", gap=30)
-    q = p.window_aggregate(po.tumbling(500), {"n": po.count()}, key="user") if window else p.with_columns(w=col("t") // 500).top_k(3, "price", per="w")
+    q = (p.window_aggregate(po.tumbling(500), {"n": po.count()}) if unkeyed
+         else p.pairs("user", "page", gap=50))
     expected = q.run().to_arrow()
     result = q.run(threads=2, batch_size=300, max_inflight=1)
     head = list(itertools.islice(iter(result), 2))
