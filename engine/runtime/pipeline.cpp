@@ -596,7 +596,9 @@ void Pipeline::worker_main(size_t index) {
 
 bool Pipeline::worker_step(size_t index) {
   if (dedicated_) {
-    // Its own operator, and nothing else (finishing included: every stage has its worker).
+    // Its own operator, and nothing else (finishing included: every stage has its worker). A run
+    // of no operators (the inputs merged, nothing more) still has one worker, which has none.
+    if (index >= stages_.size()) return false;
     bool worked = try_finish(index);
     const Stage& own = *stages_[index];
     if (own.finished.load(std::memory_order_relaxed) || !own.ready()) return worked;

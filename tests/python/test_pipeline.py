@@ -600,3 +600,12 @@ def test_experiment_is_the_one_benchmark_option_and_changes_no_result():
         p.run(experiment={"rate": 1.0})
     with pytest.raises(TypeError, match="Experiment"):
         po.aggregate(t, time="ts", window=po.tumbling(10), aggs={"n": po.count()}, experiment=0.5)
+
+
+@pytest.mark.parametrize("threading", ["ordered", "manual", "dedicated", "dynamic"])
+def test_a_pipeline_of_no_operators_merges_its_inputs_under_every_threading(threading: str) -> None:
+    # Dedicated threading once gave its one worker stage 0 of a run that has none (a crash).
+    t = pa.table({"t": list(range(20000))})
+    for _ in range(5):
+        out = po.Pipeline([t, t], time="t").run(threading=threading).to_arrow()
+        assert out["t"].to_pylist() == sorted(list(range(20000)) * 2)
