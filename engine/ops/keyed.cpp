@@ -647,6 +647,71 @@ class Pairs final : public PartitionedOperator<PairsPart> {
  private:
   std::unique_ptr<PairsPart> new_part() const override { return std::make_unique<PairsPart>(*input_, keys_, item_); }
 
+ public:
+  // Checkpoints: the keyed state (key_state_schema) with, per key, its session (last time, number)
+  // and its session's items as indices into a second batch, every partition's item table (one
+  // column of the item's type). Item ids are a partition's own: a restore, perhaps with other
+  // partitions, enters the values into the new partitions' tables.
+  bool saves_state() const override { return true; }
+  std::vector<Batch> save_state() override {
+    auto schema = key_state_schema(*input_, keys_);
+    std::vector<ColumnBuilder> built;
+    for (const Field& f : schema->fields) built.emplace_back(f.type);
+    const DataType& item_type = input_->fields[item_].type;
+    std::vector<ColumnBuilder> items = builders_of({item_type});
+    int64_t rows = 0, base = 0;
+    for (const auto& part : parts()) {
+      for (uint32_t id = 0; id < part->keys.size(); ++id) {
+        const PairSession& s = part->states[id];
+        StateWriter w;
+        w.put(s.session.last);
+        w.put(s.session.number);
+        w.put(static_cast<int64_t>(s.items.size()));
+        for (uint32_t x : s.items) w.put(base + x);
+        part->keys.append(id, built, 0);
+        built.back().append_string(w.out);
+        ++rows;
+      }
+      for (uint32_t x = 0; x < part->items.size(); ++x) part->items.append(x, items, 0);
+      base += static_cast<int64_t>(part->items.size());
+    }
+    auto item_schema = std::make_shared<const Schema>(Schema{{{"item", item_type, false}}});
+    return {built_batch(schema, rows, built), built_batch(item_schema, base, items)};
+  }
+  void load_state(const std::vector<Batch>& state) override {
+    if (state.size() != 2 || state[1].num_columns() != 1) {
+      throw Error(ErrorKind::kInvalidInput, "pairs: a checkpoint's state is its keys' sessions and their items");
+    }
+    const Batch& b = state[0];
+    const Batch& items = state[1];
+    const std::vector<uint32_t> to = key_state_partitions(b, keys_.size(), parts().size(), name());
+    for (auto& part : parts()) {
+      part->keys.set_columns(key_state_columns(keys_.size()));
+      part->items.set_columns({0});
+    }
+    for (int64_t r = 0; r < b.num_rows(); ++r) {
+      PairsPart& part = *parts()[to[static_cast<size_t>(r)]];
+      PairSession& s = part.loaded(part.keys.id(b, r));
+      StateReader in{key_state_text(b, r)};
+      s.session.last = in.get();
+      s.session.number = in.get();
+      const int64_t n = in.get();
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t g = in.get();
+        if (g < 0 || g >= items.num_rows()) in.bad();
+        const uint32_t x = part.items.id(items, g);
+        s.items.push_back(x);
+        s.seen.insert(x);
+      }
+    }
+    for (auto& part : parts()) {
+      part->keys.set_columns(keys_);
+      part->items.set_columns({item_});
+    }
+  }
+
+ private:
+
   std::vector<std::string> key_names_;
   std::string item_name_;
   TimeColumn time_;

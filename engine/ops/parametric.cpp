@@ -199,6 +199,29 @@ class UnkeyedParametric final : public Operator {
     return body_.assemble(in, rows, p_state);
   }
 
+  // Checkpoints: the stateful kind's running hash and state region, as one text row.
+  bool saves_state() const override { return true; }
+  std::vector<Batch> save_state() override {
+    if (kind_ != OpKind::kStateful) return {};
+    StateWriter w;
+    w.put_u(state_);
+    for (uint64_t word : words_) w.put_u(word);
+    DataType text;
+    text.id = TypeId::kLargeUtf8;
+    std::vector<ColumnBuilder> built = builders_of({text});
+    built[0].append_string(w.out);
+    return {built_batch(std::make_shared<const Schema>(Schema{{{"state", text, false}}}), 1, built)};
+  }
+  void load_state(const std::vector<Batch>& state) override {
+    if (kind_ != OpKind::kStateful) return;
+    if (state.size() != 1 || state[0].num_rows() != 1) {
+      throw Error(ErrorKind::kInvalidInput, "parametric: a checkpoint's state is one row");
+    }
+    StateReader in{key_state_text(state[0], 0)};
+    state_ = in.get_u();
+    for (uint64_t& word : words_) word = in.get_u();
+  }
+
  private:
   const ParametricBody body_;
   const OpKind kind_;
@@ -253,6 +276,27 @@ class KeyedParametric final : public PartitionedOperator<ParametricPart> {
  private:
   std::unique_ptr<ParametricPart> new_part() const override {
     return std::make_unique<ParametricPart>(*input_, keys_);
+  }
+  // Checkpoints: a key's running hash, then its state region's words.
+  bool saves_key_state() const override { return true; }
+  std::string save_key(const ParametricPart& part, uint32_t id) const override {
+    StateWriter w;
+    const size_t words = body_.words();
+    w.put_u(id < part.hashes.size() ? part.hashes[id] : kParametricSeed);
+    for (size_t j = 0; j < words; ++j) {
+      const size_t at = static_cast<size_t>(id) * words + j;
+      w.put_u(at < part.words.size() ? part.words[at] : 0);
+    }
+    return std::move(w.out);
+  }
+  void load_key(ParametricPart& part, uint32_t id, StateReader& in) const override {
+    const size_t words = body_.words();
+    if (id >= part.hashes.size()) {
+      part.hashes.resize(static_cast<size_t>(id) + 1, kParametricSeed);
+      part.words.resize(part.hashes.size() * words, 0);
+    }
+    part.hashes[id] = in.get_u();
+    for (size_t j = 0; j < words; ++j) part.words[static_cast<size_t>(id) * words + j] = in.get_u();
   }
 
   const ParametricBody body_;

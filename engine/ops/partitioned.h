@@ -224,6 +224,9 @@ class PartitionedOperator : public Operator {
     return *parts_[p];
   }
 
+  // Every partition's state: for an operator that saves its state in its own form (pairs).
+  std::vector<std::unique_ptr<Part>>& parts() noexcept { return parts_; }
+
   std::shared_ptr<const Schema> input_;
   std::shared_ptr<const Schema> output_;
   std::vector<size_t> keys_;

@@ -433,26 +433,29 @@ class GlobalWindows final : public Operator {
     return take();
   }
 
-  // Checkpoints: session windows save their open sessions (SessionAggregate::save_sessions) and
-  // the latest time; the unsliced store of fixed windows keeps no such form of its open sets yet.
-  bool saves_state() const override { return std::is_same_v<Store, window::SessionAggregate>; }
+  // Checkpoints: the open windows' states (WindowAggregate::save_open) or open sessions
+  // (SessionAggregate::save_sessions), as states_schema() rows, and the latest time.
+  bool saves_state() const override { return true; }
   std::vector<Batch> save_state() override {
+    std::vector<ColumnBuilder> built = builders_of({DataType{}});
+    built[0].append_fixed(&last_);
+    auto schema = std::make_shared<const Schema>(Schema{{{"last", DataType{}, false}}});
     if constexpr (std::is_same_v<Store, window::SessionAggregate>) {
-      std::vector<ColumnBuilder> built = builders_of({DataType{}});
-      built[0].append_fixed(&last_);
-      auto schema = std::make_shared<const Schema>(Schema{{{"last", DataType{}, false}}});
       return {windows_.save_sessions(), built_batch(schema, 1, built)};
+    } else {
+      return {windows_.save_open(), built_batch(schema, 1, built)};
     }
-    return {};
   }
   void load_state(const std::vector<Batch>& state) override {
-    if constexpr (std::is_same_v<Store, window::SessionAggregate>) {
-      if (state.size() != 2 || state[1].num_rows() != 1 || state[1].num_columns() != 1) {
-        throw Error(ErrorKind::kInvalidInput, "window_aggregate: a checkpoint's state is its sessions and a time");
-      }
-      windows_.load_sessions(state[0]);
-      last_ = state[1].column(0).typed<int64_t>()[0];
+    if (state.size() != 2 || state[1].num_rows() != 1 || state[1].num_columns() != 1) {
+      throw Error(ErrorKind::kInvalidInput, "window_aggregate: a checkpoint's state is its windows and a time");
     }
+    if constexpr (std::is_same_v<Store, window::SessionAggregate>) {
+      windows_.load_sessions(state[0]);
+    } else {
+      windows_.load_states(state[0]);
+    }
+    last_ = state[1].column(0).typed<int64_t>()[0];
   }
 
  private:

@@ -169,12 +169,14 @@ void WindowOutput::load_states(const Batch& states) {
   }
 }
 
-Batch WindowOutput::save_states(int64_t from_end) {
+Batch WindowOutput::save_states(int64_t from_end) { return save_sets(states_, from_end); }
+
+Batch WindowOutput::save_sets(const std::map<int64_t, WindowSet>& sets, int64_t from_end) {
   const std::shared_ptr<const Schema> schema = states_schema();
   std::vector<ColumnBuilder> out;
   for (const Field& f : schema->fields) out.emplace_back(f.type);
   std::vector<uint32_t> order;
-  for (auto& [k, ws] : states_) {
+  for (auto& [k, ws] : sets) {
     if (window_.end(k) < from_end || ws.keys.empty()) continue;
     const int64_t start = window_.start(k);
     const int64_t end = window_.end(k);
@@ -321,5 +323,23 @@ void WindowAggregate::advance(int64_t watermark) {
 }
 
 void WindowAggregate::finish() { advance(INT64_MAX); }
+
+}  // namespace pao::window
+
+namespace pao::window {
+
+Batch WindowAggregate::save_open() {
+  std::map<int64_t, WindowSet> all = WindowOutput::states_;  // (WindowAggregate::states_ is its slice cache)
+  for (size_t i = 0; i < open_.size(); ++i) {
+    const WindowSet* ws = open_[i].get();
+    if (ws == nullptr || ws->keys.empty()) continue;
+    WindowSet& into = all[base_k_ + static_cast<int64_t>(i)];  // after a loaded state, as emit() folds them
+    for (uint32_t s = 0; s < ws->keys.size(); ++s) {
+      const uint32_t to = into.slot(ws->keys[s], prototypes_);
+      for (size_t a = 0; a < into.aggs.size(); ++a) into.aggs[a].merge(to, ws->aggs[a], s);
+    }
+  }
+  return save_sets(all, INT64_MIN);
+}
 
 }  // namespace pao::window

@@ -204,6 +204,9 @@ class WindowOutput {
   void emit_states_before(int64_t k);
   void emit_states_through(int64_t watermark);
 
+  // save_states() of `sets` instead of the loaded ones.
+  Batch save_sets(const std::map<int64_t, WindowSet>& sets, int64_t from_end);
+
   // Loaded states by window k (load_states); WindowStates folds tuples into them too.
   std::map<int64_t, WindowSet> states_;
 
@@ -240,6 +243,9 @@ class WindowAggregate : public WindowOutput {
   void advance(int64_t watermark);
   // No tuple will come.
   void finish();
+  // Checkpoints: every window not yet emitted, its loaded state and the tuples since folded
+  // together, as rows of states_schema(); load_states() takes them back into a fresh store.
+  Batch save_open();
 
  private:
   WindowSet* set_for(int64_t k);

@@ -47,6 +47,13 @@ LAST = {
     "global sessions": lambda p: p.window_aggregate(po.session(5), {"n": po.count()}),
     "top_k": lambda p: p.with_columns(w=col("t") // 300).top_k(2, "price", per="w"),
     "top_k of all": lambda p: p.top_k(5, "page", descending=False),
+    "pairs": lambda p: p.pairs("user", "page", gap=40),
+    "windows of all": lambda p: p.window_aggregate(po.sliding(400, 100), {"n": po.count(), "s": po.sum("price")}),
+    "windows by window": lambda p: p.window_aggregate(po.tumbling(300), {"l": po.last("page")}, key="user",
+                                                      by_window=True),
+    "parametric": lambda p: p.experimental_parametric("partitioned", cost_us=0, selectivity=1.5, state_bytes=16,
+                                                      key="user"),
+    "stateful parametric": lambda p: p.experimental_parametric("stateful", cost_us=0, selectivity=0.7, state_bytes=8),
 }
 
 
@@ -149,18 +156,18 @@ def test_parquet_inputs_are_read_on_from_the_row_group_of_the_cut(tmp_path: Path
     assert pa.concat_tables([pa.Table.from_batches(head, schema=rest.schema), rest]).equals(expected)
 
 
-@pytest.mark.parametrize("unkeyed", [True, False])
-def test_a_run_with_an_operator_that_saves_no_state_is_restored_by_replay(unkeyed: bool, tmp_path: Path) -> None:
+@pytest.mark.parametrize("asof", [True, False])
+def test_a_run_with_an_operator_that_saves_no_state_is_restored_by_replay(asof: bool, tmp_path: Path) -> None:
     rng = np.random.default_rng(2)
     inputs = [clicks(rng, 5000)]
     p = po.Pipeline(inputs, time="t").sessionize("user", gap=30)
-    q = (p.window_aggregate(po.tumbling(500), {"n": po.count()}) if unkeyed
-         else p.pairs("user", "page", gap=50))
+    other = po.Pipeline(inputs, time="t").select("t", "user", "price")
+    q = p.join_asof(other, by="user") if asof else p.join(other, on="user", within=(-5, 5))
     expected = q.run().to_arrow()
     result = q.run(threads=2, batch_size=300, max_inflight=1)
     head = list(itertools.islice(iter(result), 2))
     result.checkpoint(tmp_path / "snap")
     result.close()
     assert "cut" not in json.loads((tmp_path / "snap" / "manifest.json").read_text())["body"]["state"]
-    rest = po.restore(tmp_path / "snap", inputs=inputs).to_arrow()
+    rest = po.restore(tmp_path / "snap", inputs=[inputs, inputs]).to_arrow()  # two sources
     assert pa.concat_tables([pa.Table.from_batches(head, schema=rest.schema), rest]).equals(expected)
