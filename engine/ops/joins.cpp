@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/gather.h"
 #include "core/key_table.h"
+#include "ops/partitioned.h"
 
 namespace pao::ops {
 namespace {
@@ -87,6 +88,10 @@ class JoinKeys {
     return table_->find(keys, row);
   }
   const std::vector<size_t>& columns(size_t side) const { return columns_[side]; }
+  // Checkpoints: the key schema, a key's values, and the id of a key batch's row (no nulls).
+  const std::shared_ptr<const Schema>& schema() const { return schema_; }
+  void append(uint32_t id, std::vector<ColumnBuilder>& builders) const { table_->append(id, builders, 0); }
+  uint32_t saved_id(const Batch& keys, int64_t row) { return table_->id(keys, row); }
 
  private:
   static bool has_null(const Batch& keys, int64_t row) {
@@ -314,6 +319,52 @@ class StreamJoin : public MultiInputOperator {
   }
   void set_null_right() { null_right_ = null_row(right_columns_.payload); }
 
+  // Checkpoints, what both joins save first: the two streams' queued rows and promises
+  // (MergedPorts::save), which a load pushes again, each batch entering its store as accept() does.
+  static constexpr size_t kMergedBatches = 3;
+  std::vector<Batch> save_merged() const { return merged_.save({left_, right_}); }
+  void load_merged(const std::vector<Batch>& state) {
+    merged_.load({state.begin(), state.begin() + kMergedBatches}, [this](size_t port, const Batch& b) {
+      return port == 0 ? left_store_.add(b) : right_store_.add(project(b, right_columns_.columns, right_columns_.payload));
+    });
+  }
+  // Rows kept in state as (key, time, right payload row) triples (the as-of join's latest right
+  // rows, the interval join's right rows): a batch of the key columns then `time`, and a batch of
+  // the payload rows. `keys` and `refs` are parallel.
+  std::vector<Batch> save_keyed_rights(const std::vector<uint32_t>& keys, const std::vector<int64_t>& times,
+                                       const std::vector<Ref>& refs) const {
+    Schema with_time = *keys_.schema();
+    with_time.fields.push_back({"time", DataType{}, false});
+    std::vector<ColumnBuilder> built;
+    for (const Field& f : with_time.fields) built.emplace_back(f.type);
+    RowSources rows;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      keys_.append(keys[i], built);
+      built.back().append_fixed(&times[i]);
+      rows.row(refs[i].batch, refs[i].row, right_store_);
+    }
+    return {built_batch(std::make_shared<const Schema>(std::move(with_time)), static_cast<int64_t>(keys.size()), built),
+            rows.batch(right_columns_.payload)};
+  }
+  // Back: calls add(key id, time, ref) per row, the payload rows entered into right_store_ (each
+  // row holds its batch; the batch's own hold is let go).
+  template <class Add>
+  void load_keyed_rights(const Batch& keyed, const Batch& payload, Add add) {
+    if (keyed.num_rows() != payload.num_rows() || keyed.num_columns() != keys_.schema()->fields.size() + 1) {
+      throw Error(ErrorKind::kInvalidInput, name() + ": a checkpoint's rows of state do not fit this join");
+    }
+    const uint64_t tag = right_store_.add(payload);
+    const int64_t* times = keyed.column(keyed.num_columns() - 1).typed<int64_t>();
+    std::vector<Column> key_columns;
+    for (size_t c = 0; c + 1 < keyed.num_columns(); ++c) key_columns.push_back(keyed.column(c));
+    const Batch keys(keys_.schema(), keyed.num_rows(), std::move(key_columns), keyed.owner());
+    for (int64_t r = 0; r < keyed.num_rows(); ++r) {
+      right_store_.hold(tag);
+      add(keys_.saved_id(keys, r), times[r], Ref{tag, r});
+    }
+    right_store_.release(tag);
+  }
+
   std::shared_ptr<const Schema> left_, right_, output_;
   MergedPorts merged_;
   JoinKeys keys_;
@@ -465,6 +516,67 @@ class IntervalJoin final : public StreamJoin {
     }
   }
 
+  // Checkpoints: the merged streams; the left rows kept (their rows, then time and matched); the
+  // right rows kept (key, time, payload). Each side's keys come from its by-key lists (a left
+  // row without a key, kept for a left join, is in none). out_ is empty between calls.
+ public:
+  bool saves_state() const override { return true; }
+  std::vector<Batch> save_state() override {
+    std::vector<Batch> out = save_merged();
+    RowSources left_rows;
+    std::vector<ColumnBuilder> info = builders_of({DataType{}, DataType{}});
+    for (const Left& l : lefts_) {
+      left_rows.row(l.ref.batch, l.ref.row, left_store_);
+      info[0].append_fixed(&l.time);
+      const int64_t matched = l.matched ? 1 : 0;
+      info[1].append_fixed(&matched);
+    }
+    out.push_back(left_rows.batch(left_));
+    auto info_schema = std::make_shared<const Schema>(Schema{{{"time", DataType{}, false}, {"matched", DataType{}, false}}});
+    out.push_back(built_batch(info_schema, static_cast<int64_t>(lefts_.size()), info));
+    std::vector<uint32_t> key_of(rights_.size(), JoinKeys::kNoKey);
+    for (uint32_t key = 0; key < right_by_key_.size(); ++key) {
+      for (uint64_t seq : right_by_key_[key]) {
+        if (seq >= right_base_ && seq - right_base_ < rights_.size()) key_of[seq - right_base_] = key;
+      }
+    }
+    std::vector<uint32_t> keys;
+    std::vector<int64_t> times;
+    std::vector<Ref> refs;
+    for (size_t i = 0; i < rights_.size(); ++i) {
+      keys.push_back(key_of[i]);  // every kept right row has a key (take_right)
+      times.push_back(rights_[i].time);
+      refs.push_back(rights_[i].ref);
+    }
+    for (Batch& b : save_keyed_rights(keys, times, refs)) out.push_back(std::move(b));
+    return out;
+  }
+  void load_state(const std::vector<Batch>& state) override {
+    if (state.size() != kMergedBatches + 4 || state[kMergedBatches].num_rows() != state[kMergedBatches + 1].num_rows()) {
+      throw Error(ErrorKind::kInvalidInput, "join: a checkpoint's state does not fit");
+    }
+    // Kept rows first (the store lets go of its oldest batches first), in their order.
+    const Batch& kept = state[kMergedBatches];
+    const uint64_t tag = left_store_.add(kept);
+    const Batch keys = keys_.view(0, kept);
+    const int64_t* times = state[kMergedBatches + 1].column(0).typed<int64_t>();
+    const int64_t* matched = state[kMergedBatches + 1].column(1).typed<int64_t>();
+    for (int64_t r = 0; r < kept.num_rows(); ++r) {
+      if (const std::optional<uint32_t> key = keys_.id(keys, r)) {
+        by_key(left_by_key_, *key).push_back(left_base_ + lefts_.size());
+      }
+      lefts_.push_back({times[r], Ref{tag, r}, matched[r] != 0});
+      left_store_.hold(tag);
+    }
+    left_store_.release(tag);
+    load_keyed_rights(state[kMergedBatches + 2], state[kMergedBatches + 3], [this](uint32_t key, int64_t time, Ref ref) {
+      by_key(right_by_key_, key).push_back(right_base_ + rights_.size());
+      rights_.push_back({time, ref});
+    });
+    load_merged(state);
+  }
+
+ private:
   static std::deque<uint64_t>& by_key(std::vector<std::deque<uint64_t>>& table, uint32_t key) {
     if (key >= table.size()) table.resize(static_cast<size_t>(key) + 1);
     return table[key];
@@ -574,6 +686,32 @@ class AsofJoin final : public StreamJoin {
       out = combine(output_, lefts.batch(left_), std::nullopt, rights.batch(right_columns_.payload), none);
     }
     return trimmed(std::move(out));
+  }
+
+  // Checkpoints: the merged streams, then each key's latest right row (key, time, payload).
+  bool saves_state() const override { return true; }
+  std::vector<Batch> save_state() override {
+    std::vector<uint32_t> keys;
+    std::vector<int64_t> times;
+    std::vector<Ref> refs;
+    for (uint32_t key = 0; key < latest_.size(); ++key) {
+      if (latest_[key].batch == kNone) continue;
+      keys.push_back(key);
+      times.push_back(latest_[key].time);
+      refs.push_back({latest_[key].batch, latest_[key].row});
+    }
+    std::vector<Batch> out = save_merged();
+    for (Batch& b : save_keyed_rights(keys, times, refs)) out.push_back(std::move(b));
+    return out;
+  }
+  void load_state(const std::vector<Batch>& state) override {
+    if (state.size() != kMergedBatches + 2) throw Error(ErrorKind::kInvalidInput, "join_asof: a checkpoint's state does not fit");
+    // The latest rows first: the store lets go of its oldest batches first, and these stay longest.
+    load_keyed_rights(state[kMergedBatches], state[kMergedBatches + 1], [this](uint32_t key, int64_t time, Ref ref) {
+      if (key >= latest_.size()) latest_.resize(static_cast<size_t>(key) + 1);
+      latest_[key] = Latest{time, ref.batch, ref.row};
+    });
+    load_merged(state);
   }
 
  private:

@@ -165,7 +165,7 @@ std::vector<Batch> MergedPorts::save(const std::vector<std::shared_ptr<const Sch
   return out;
 }
 
-void MergedPorts::load(const std::vector<Batch>& state) {
+void MergedPorts::load(const std::vector<Batch>& state, const std::function<uint64_t(size_t, const Batch&)>& tag) {
   if (state.size() != ports_.size() + 1 || state[0].num_rows() != static_cast<int64_t>(ports_.size()) ||
       state[0].num_columns() != 4) {
     throw Error(ErrorKind::kInvalidInput, "a checkpoint's state of a merge of " + std::to_string(ports_.size()) +
@@ -177,7 +177,7 @@ void MergedPorts::load(const std::vector<Batch>& state) {
   for (size_t p = 0; p < ports_.size(); ++p) {
     const Batch& rows = state[1 + p];
     ports_[p].rows = value(0, p) - rows.num_rows();  // the queued rows' positions come out as they were
-    push(p, rows, value(3, p) != 0 ? INT64_MAX : value(2, p));
+    push(p, rows, value(3, p) != 0 ? INT64_MAX : value(2, p), tag && rows.num_rows() > 0 ? tag(p, rows) : 0);
     ports_[p].last = value(1, p);
   }
 }

@@ -13,6 +13,7 @@
 // so these operators are stateful (one worker at a time) but need no order across ports.
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -91,8 +92,9 @@ class MergedPorts {
   // Checkpoints: batch 0 has a row per port (rows received, the last row's time, the bound, ended:
   // int64 columns), batch 1 + p port p's rows not yet taken, under schemas[p]. load() takes that
   // into fresh ports, as if their streams had been pushed again.
+  // `tag` gives each port's queued rows their push() tag (a join's store id); null: 0.
   std::vector<Batch> save(const std::vector<std::shared_ptr<const Schema>>& schemas) const;
-  void load(const std::vector<Batch>& state);
+  void load(const std::vector<Batch>& state, const std::function<uint64_t(size_t, const Batch&)>& tag = nullptr);
 
  private:
   struct Queued {

@@ -157,17 +157,33 @@ def test_parquet_inputs_are_read_on_from_the_row_group_of_the_cut(tmp_path: Path
 
 
 @pytest.mark.parametrize("asof", [True, False])
-def test_a_run_with_an_operator_that_saves_no_state_is_restored_by_replay(asof: bool, tmp_path: Path) -> None:
+def test_joins_restore_from_their_cut(asof: bool, tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    left, right = [clicks(rng, 6000)], [clicks(rng, 4000), clicks(rng, 2000)]
+
+    def q() -> po.Pipeline:
+        p = po.Pipeline(left, time="t").sessionize("user", gap=30)
+        other = po.Pipeline(right, time="t").select("t", "user", "price").filter(col("price") > 1)
+        return p.join_asof(other, by="user", tolerance=200) if asof else p.join(other, on="user", within=(-40, 25),
+                                                                             how="left")
+
+    expected = q().run().to_arrow()
+    for take in (0, 1, 3):
+        got, with_cut = cut_and_restore(q(), [left, right], {"threads": 2, "max_inflight": 2, "batch_size": 500},
+                                        {}, (take, 2), tmp_path / str(take))
+        assert with_cut
+        assert got.equals(expected)
+
+
+def test_a_run_with_lateness_is_restored_by_replay(tmp_path: Path) -> None:
     rng = np.random.default_rng(2)
     inputs = [clicks(rng, 5000)]
-    p = po.Pipeline(inputs, time="t").sessionize("user", gap=30)
-    other = po.Pipeline(inputs, time="t").select("t", "user", "price")
-    q = p.join_asof(other, by="user") if asof else p.join(other, on="user", within=(-5, 5))
+    q = po.Pipeline(inputs, time="t", lateness=10, late="drop").sessionize("user", gap=30)
     expected = q.run().to_arrow()
     result = q.run(threads=2, batch_size=300, max_inflight=1)
     head = list(itertools.islice(iter(result), 2))
     result.checkpoint(tmp_path / "snap")
     result.close()
     assert "cut" not in json.loads((tmp_path / "snap" / "manifest.json").read_text())["body"]["state"]
-    rest = po.restore(tmp_path / "snap", inputs=[inputs, inputs]).to_arrow()  # two sources
+    rest = po.restore(tmp_path / "snap", inputs=inputs).to_arrow()
     assert pa.concat_tables([pa.Table.from_batches(head, schema=rest.schema), rest]).equals(expected)
