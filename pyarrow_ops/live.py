@@ -294,12 +294,13 @@ class LiveInput:
             raise _engine.UsageError(f"{self._label} was pushed to (or restored) already; restore with a new LiveInput")
         self._journal.check(saved["journal"])
 
-    def _resume(self, saved: dict[str, Any]) -> None:
+    def _resume(self, saved: dict[str, Any], skip: int = 0) -> None:
         """Before a restored run starts (_check_resume passed): the journal's items up to the
-        snapshot come first, and the counts and promises are the snapshot's."""
+        snapshot come first, less the first ``skip`` rows (those a cut had read: its operators'
+        state holds them), and the counts and promises are the snapshot's."""
         assert self._journal is not None
         with self._lock, self._journal_lock:
-            self._replay = self._journal.resume(saved["journal"])
+            self._replay = _without_rows(self._journal.resume(saved["journal"]), skip)
             self._replaying = True
             self._rows, self._pushed = saved["rows"], saved["batches"]
             self._last, self._heartbeat = saved["last"], saved["heartbeat"]
@@ -319,6 +320,28 @@ class LiveInput:
         # Read through the Arrow stream protocol (by another library): the batches alone.
         batches = (b for b in self._items() if not isinstance(b, int))
         return pa.RecordBatchReader.from_batches(self.schema, batches).__arrow_c_stream__(requested_schema)
+
+
+def _without_rows(items: Iterator[pa.RecordBatch | int], rows: int) -> Iterator[pa.RecordBatch | int]:
+    """``items`` (batches and heartbeats) less their first ``rows`` rows. The last heartbeat among
+    those skipped still goes first: the rows after it keep its promise, and the others' rows wait
+    on this input no longer than in the first run."""
+    promise = None
+    for item in items:
+        if rows > 0:
+            if isinstance(item, int):
+                promise = item
+                continue
+            if item.num_rows <= rows:
+                rows -= item.num_rows
+                continue
+            item, rows = item.slice(rows), 0
+        if promise is not None:
+            yield promise
+            promise = None
+        yield item
+    if promise is not None:
+        yield promise
 
 
 class IdleGroup:

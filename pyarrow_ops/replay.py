@@ -168,9 +168,10 @@ def checkpoint(results: Mapping[str, Any], spec: RunSpec, path: str | os.PathLik
             elif o.resume is not None:  # restored, its file not yet resumed: as it was
                 entry["sink"], tables[f"pending-{k}"] = o.resume
             state["outputs"][name] = entry
-    # After the outputs' counts: every row counted came from items the journals hold by now.
-    state["journals"] = _journals(spec)
+    # The cut, then the journals: every row counted or cut came from items the journals hold by
+    # then (a live input writes an item down before the run can read it).
     cut = _cut(results, spec)
+    state["journals"] = _journals(spec)
     if cut is not None:
         state["cut"] = _save_cut(cut, tables)
     query = {"kind": spec.kind, "names": list(outputs), "writing": spec.writing,
@@ -187,13 +188,10 @@ def checkpoint(results: Mapping[str, Any], spec: RunSpec, path: str | os.PathLik
 
 def _cut(results: Mapping[str, Any], spec: RunSpec) -> dict[str, Any] | None:
     """The engine's cut of the run (its operators' states), or None where a restore must replay:
-    live inputs, ``lateness=``, rows a replayed run still drops, an operator that cannot save."""
-    from pyarrow_ops.live import LiveInput
+    ``lateness=``, rows a replayed run still drops, an operator that cannot save."""
     from pyarrow_ops.pipeline import _Graph
 
     graph = _Graph(spec.outputs)
-    if any(isinstance(x, LiveInput) for inputs in graph.inputs for x in inputs):
-        return None
     if any(order != (None, "error") for order in graph.time_orders):
         return None
     if any(r._output.skip for r in results.values()):
@@ -234,20 +232,18 @@ def _load_cut(snapshot: Snapshot) -> dict[str, Any]:
             "queued": [batches(f"cut-queued-{o}", n) for o, n in enumerate(saved["queued"])]}
 
 
-def _restore_cut(snapshot: Snapshot, outputs: dict[str, Any], options: dict[str, Any]) -> Any:
+def _restore_cut(snapshot: Snapshot, cut: dict[str, Any], outputs: dict[str, Any], options: dict[str, Any]) -> Any:
     """The run of ``snapshot`` going on from its cut: each input less the rows it had given."""
     from pyarrow_ops.experiment import NONE as NO_EXPERIMENT
     from pyarrow_ops.io import skip_rows
     from pyarrow_ops.pipeline import GraphResult, _Graph, _run_graph
     from pyarrow_ops.run_options import options as engine_options
 
-    cut = _load_cut(snapshot)
+    from pyarrow_ops.live import LiveInput
+
     lists = _Graph(outputs).inputs
-    for (group, input), rows in zip(cut["origin"], cut["rows"], strict=True):
-        picked = range(len(lists[group])) if input < 0 else [input]
-        if len(rows) != len(picked) or group >= len(lists):
-            raise CheckpointError(f"{snapshot.path}: its cut does not fit the inputs of this query")
-        for i, n in zip(picked, rows, strict=True):
+    for (group, i), n in _cut_rows(cut, lists, snapshot).items():
+        if not isinstance(lists[group][i], LiveInput):  # a live input skips them in its journal (_resume_journals)
             lists[group][i] = skip_rows(lists[group][i], n)
     o = dict(options)
     batch_size = o.pop("batch_size", 65536)
@@ -261,6 +257,17 @@ def _restore_cut(snapshot: Snapshot, outputs: dict[str, Any], options: dict[str,
     return GraphResult(results, RunSpec("graph", outputs, options))
 
 
+def _cut_rows(cut: dict[str, Any], lists: list[list[Any]], snapshot: Snapshot) -> dict[tuple[int, int], int]:
+    """Per (source, input) of the query, the rows the cut had read of it."""
+    out = {}
+    for (group, input), rows in zip(cut["origin"], cut["rows"], strict=True):
+        picked = range(len(lists[group])) if 0 <= group < len(lists) and input < 0 else [input]
+        if group >= len(lists) or len(rows) != len(picked):
+            raise CheckpointError(f"{snapshot.path}: its cut does not fit the inputs of this query")
+        out.update({(group, i): n for i, n in zip(picked, rows, strict=True)})
+    return out
+
+
 def _journals(spec: RunSpec) -> list[list[Any]]:
     """Per source, per input: a journaled live input's saved state (LiveInput._saved), else None."""
     from pyarrow_ops.live import LiveInput
@@ -268,9 +275,9 @@ def _journals(spec: RunSpec) -> list[list[Any]]:
     return [[item._saved() if isinstance(item, LiveInput) else None for item in inputs] for inputs in _sources(spec)]
 
 
-def _resume_journals(saved: list[list[Any]], lists: list[list[Any]]) -> None:
-    """Before the restored run starts: each journaled live input replays its journal first. Every
-    input is checked before any is changed."""
+def _resume_journals(saved: list[list[Any]], lists: list[list[Any]], skip: dict[tuple[int, int], int]) -> None:
+    """Before the restored run starts: each journaled live input replays its journal first, less
+    the rows a cut had read (``skip``). Every input is checked before any is changed."""
     from pyarrow_ops.live import LiveInput
 
     journaled = []
@@ -285,9 +292,9 @@ def _resume_journals(saved: list[list[Any]], lists: list[list[Any]]) -> None:
                 raise CheckpointError(f"input {i} of source {k} was a journaled LiveInput in this run: restore it "
                                       "with a LiveInput on the same journal (journal=)")
             item._check_resume(state)
-            journaled.append((item, state))
-    for item, state in journaled:
-        item._resume(state)
+            journaled.append((item, state, skip.get((k, i), 0)))
+    for item, state, rows in journaled:
+        item._resume(state, rows)
 
 
 def _sources(spec: RunSpec) -> list[Any]:
@@ -302,12 +309,13 @@ def restore(snapshot: Snapshot, inputs: Any) -> Any:
     from pyarrow_ops.pipeline import _Graph
     from pyarrow_ops.pipeline import run as run_graph
 
+    cut = _load_cut(snapshot) if "cut" in snapshot.state else None
     if "journals" in snapshot.state:  # snapshots before journals had no live inputs
-        _resume_journals(snapshot.state["journals"], _Graph(outputs).inputs)
+        lists = _Graph(outputs).inputs
+        _resume_journals(snapshot.state["journals"], lists, _cut_rows(cut, lists, snapshot) if cut else {})
 
-    cut = "cut" in snapshot.state
     if cut:
-        result = _restore_cut(snapshot, outputs, options)
+        result = _restore_cut(snapshot, cut, outputs, options)
         results = {"result": result} if snapshot.kind == "pipeline" else dict(result.items())
     elif snapshot.kind == "pipeline":
         result = outputs["result"].run(**options)
