@@ -19,7 +19,7 @@ by arrival) before the merge, and a row later than the bound allows follows ``la
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import pyarrow as pa
 
@@ -101,7 +101,11 @@ class LateLog:
 
 
 def within(streams: list[_engine.Stream], time: str, bounds: list[int], log: LateLog,
-           labels: Sequence[str] | None = None) -> list[_engine.Stream]:
-    """Each stream put in time order within its bound (consumes them)."""
-    return [_engine.within_lateness(s, i, labels[i] if labels else f"input {i}", time, b, log.policy, log.rows)
-            for i, (s, b) in enumerate(zip(streams, bounds, strict=True))]
+           labels: Sequence[str] | None = None, resumes: Sequence[Any] | None = None) -> list[_engine.Stream]:
+    """Each stream put in time order within its bound (consumes them). ``resumes``: a restore from
+    a cut (pyarrow_ops/replay.py), per input its buffer's state and released rows, or None."""
+    resumes = resumes or [None] * len(streams)
+    if any(r is not None for r in resumes):  # the late rows counted before the cut (column "late")
+        log.resume([0 if r is None else pa.record_batch(r[0][0]).column("late")[0].as_py() for r in resumes], None)
+    return [_engine.within_lateness(s, i, labels[i] if labels else f"input {i}", time, b, log.policy, log.rows, r)
+            for i, (s, b, r) in enumerate(zip(streams, bounds, resumes, strict=True))]

@@ -675,7 +675,7 @@ class _Graph:
         groups: list[list[_engine.Stream]] = []
         logs: list[LateLog] = []
         try:
-            for inputs, (lateness, late) in zip(self.inputs, self.time_orders, strict=True):
+            for k, (inputs, (lateness, late)) in enumerate(zip(self.inputs, self.time_orders, strict=True)):
                 labels = []
                 for i, item in enumerate(inputs):
                     labels.append(f"live input {i}" if isinstance(item, LiveInput) else f"input {i}")
@@ -686,7 +686,8 @@ class _Graph:
                 if (lateness is not None or late != "error") and self.time in schema.names:
                     log = LateLog(schema, late, len(inputs))
                     input_bounds = bounds(lateness, late, len(inputs), schema.field(self.time).type)
-                    groups[-1] = within(groups[-1], self.time, input_bounds, log, labels)  # type: ignore[arg-type]
+                    groups[-1] = within(groups[-1], self.time, input_bounds, log, labels,  # type: ignore[arg-type]
+                                        replay.input_states(resume, k, len(inputs)))
                     logs.append(log)
             specs = self.specs([pa.schema(group[0]) for group in groups])
             natives, handle = _engine.run_graph(groups, self.time, specs, self.outputs, options, batch_size, resume)

@@ -188,11 +188,12 @@ def checkpoint(results: Mapping[str, Any], spec: RunSpec, path: str | os.PathLik
 
 def _cut(results: Mapping[str, Any], spec: RunSpec) -> dict[str, Any] | None:
     """The engine's cut of the run (its operators' states), or None where a restore must replay:
-    ``lateness=``, rows a replayed run still drops, an operator that cannot save."""
+    ``late="side"`` (its kept rows are taken as the run goes), rows a replayed run still drops, an
+    operator that cannot save."""
     from pyarrow_ops.pipeline import _Graph
 
     graph = _Graph(spec.outputs)
-    if any(order != (None, "error") for order in graph.time_orders):
+    if any(late == "side" for _, late in graph.time_orders):
         return None
     if any(r._output.skip for r in results.values()):
         return None
@@ -209,7 +210,11 @@ def _save_cut(cut: dict[str, Any], tables: dict[str, pa.Table]) -> dict[str, Any
         return len(batches)
 
     states = [[table(f"cut-state-{i}-{j}", [b]) for j, b in enumerate(batches)] for i, batches in enumerate(cut["states"])]
-    return {"stages": cut["stages"], "finished": cut["finished"], "rows": cut["rows"],
+    inputs = [[None if not state and not pending else
+               [[table(f"cut-input-{k}-{i}-state-{j}", [b]) for j, b in enumerate(state)],
+                table(f"cut-input-{k}-{i}-pending", pending)]
+               for i, (state, pending) in enumerate(per)] for k, per in enumerate(cut["inputs"])]
+    return {"stages": cut["stages"], "finished": cut["finished"], "rows": cut["rows"], "inputs": inputs,
             "origin": [list(o) for o in cut["origin"]], "states": [len(s) for s in states],
             "held": [table(f"cut-held-{k}", b) for k, b in enumerate(cut["held"])],
             "queued": [table(f"cut-queued-{o}", b) for o, b in enumerate(cut["queued"])]}
@@ -224,7 +229,11 @@ def _load_cut(snapshot: Snapshot) -> dict[str, Any]:
         t = snapshot.table(name)  # a table of no rows may come back without batches: give it one
         return t.to_batches() or [pa.RecordBatch.from_pylist([], schema=t.schema)]
 
-    return {"stages": saved["stages"], "finished": saved["finished"], "rows": saved["rows"],
+    inputs = [[None if entry is None else
+               ([b for j in range(len(entry[0])) for b in batches(f"cut-input-{k}-{i}-state-{j}", 1)],
+                batches(f"cut-input-{k}-{i}-pending", entry[1]))
+               for i, entry in enumerate(per)] for k, per in enumerate(saved.get("inputs", []))]
+    return {"stages": saved["stages"], "finished": saved["finished"], "rows": saved["rows"], "inputs": inputs,
             "origin": [tuple(o) for o in saved["origin"]],
             "states": [[b for j in range(n) for b in batches(f"cut-state-{i}-{j}", 1)]
                        for i, n in enumerate(saved["states"])],
@@ -266,6 +275,19 @@ def _cut_rows(cut: dict[str, Any], lists: list[list[Any]], snapshot: Snapshot) -
             raise CheckpointError(f"{snapshot.path}: its cut does not fit the inputs of this query")
         out.update({(group, i): n for i, n in zip(picked, rows, strict=True)})
     return out
+
+
+def input_states(cut: dict[str, Any] | None, group: int, inputs: int) -> list[Any] | None:
+    """Per input of source ``group``, a restored cut's (state, pending) of its lateness buffer, or
+    None; None when there are none."""
+    if cut is None or not cut.get("inputs"):
+        return None
+    out: list[Any] = [None] * inputs
+    for (g, input), per in zip(cut["origin"], cut["inputs"], strict=True):
+        for i, entry in enumerate(per):
+            if g == group and entry is not None:
+                out[input if input >= 0 else i] = entry
+    return out if any(e is not None for e in out) else None
 
 
 def _journals(spec: RunSpec) -> list[list[Any]]:

@@ -95,9 +95,19 @@ class BatchSource {
   // and the batches made of those rows that next() has not returned yet; the rest of its stream
   // is those batches, then the same source over its inputs less their first `rows`. Nullopt when
   // it cannot say (the restore then replays from the start). One caller at a time, as next().
+  // A source that keeps state of its own between its input and its output (a lateness buffer)
+  // says it in `state`, which a restored source takes back (gate/lateness.h); a merge gives, per
+  // input, such an input's state and the rows it had handed out that the merge had not taken yet
+  // (`inputs`, empty where its inputs keep no state).
+  struct InputState {
+    std::vector<Batch> state;
+    std::vector<Batch> pending;
+  };
   struct Position {
     std::vector<int64_t> rows;
     std::vector<Batch> held;
+    std::vector<Batch> state;
+    std::vector<InputState> inputs;
   };
   virtual std::optional<Position> position() const { return std::nullopt; }
 };

@@ -116,6 +116,7 @@ void Lateness::push(const Batch& batch, std::vector<Batch>& out) {
       chunk.batch = gather(schema_, std::span<const Batch>(&batch, 1), segments);
     }
     late_->add(std::move(chunk));
+    late_rows_ += static_cast<int64_t>(late.size());
   }
   rows_ += n;
   latest_ = latest;
@@ -140,6 +141,46 @@ void Lateness::heartbeat(int64_t time, std::vector<Batch>& out) {
 }
 
 void Lateness::finish(std::vector<Batch>& out) { release(INT64_MAX, out); }
+
+std::vector<Batch> Lateness::save() const {
+  DataType i64;
+  auto meta = std::make_shared<const Schema>(Schema{{{"rows", i64, false}, {"latest", i64, false},
+                                                     {"heartbeat", i64, false}, {"watermark", i64, false},
+                                                     {"late", i64, false}}});
+  std::vector<ColumnBuilder> built = builders_of({i64, i64, i64, i64, i64});
+  const int64_t values[5] = {rows_, latest_, heartbeat_, watermark_, late_rows_};
+  for (size_t c = 0; c < 5; ++c) built[c].append_fixed(&values[c]);
+  // Each run's rows not yet released, in arrival order (a run's are in (time, arrival) order).
+  std::vector<Batch> sources;
+  std::vector<Segment> segments;
+  for (const Run& run : runs_) {
+    if (run.next == run.rows.size()) continue;
+    std::vector<int64_t> rows(run.rows.begin() + static_cast<std::ptrdiff_t>(run.next), run.rows.end());
+    std::sort(rows.begin(), rows.end());
+    for (int64_t r : rows) append_row(segments, static_cast<uint32_t>(sources.size()), r);
+    sources.push_back(run.batch);
+  }
+  Batch held = sources.empty() ? empty_batch(schema_) : gather(schema_, sources, segments);
+  return {finish_batch(meta, built), std::move(held)};
+}
+
+void Lateness::restore(const std::vector<Batch>& state) {
+  if (state.size() != 2 || state[0].num_rows() != 1 || state[0].num_columns() != 5 || rows_ != 0 || !runs_.empty()) {
+    throw Error(ErrorKind::kInvalidInput, label_ + ": a checkpoint's lateness buffer does not fit (or came after a push)");
+  }
+  const auto at = [&](size_t c) { return state[0].column(c).typed<int64_t>()[0]; };
+  const Batch& held = state[1];
+  latest_ = at(1);
+  heartbeat_ = at(2);
+  watermark_ = at(3);
+  late_rows_ = at(4);
+  rows_ = at(0) - held.num_rows();  // the held rows come back as the last ones taken
+  std::vector<Batch> out;
+  push(held.with_schema(schema_), out);
+  if (!out.empty() || rows_ != at(0) || late_rows_ != at(4)) {
+    throw Error(ErrorKind::kInvalidInput, label_ + ": a checkpoint's held rows are not above its watermark");
+  }
+}
 
 void Lateness::release(int64_t upto, std::vector<Batch>& out) {
   // Each run's rows at or below `upto` (a prefix: the run is sorted).
@@ -242,8 +283,25 @@ namespace {
 
 class LatenessSource final : public BatchSource {
  public:
-  LatenessSource(std::unique_ptr<BatchSource> input, Lateness lateness)
-      : input_(std::move(input)), lateness_(std::move(lateness)) {}
+  LatenessSource(std::unique_ptr<BatchSource> input, Lateness lateness, const InputState* resume)
+      : input_(std::move(input)), lateness_(std::move(lateness)) {
+    if (resume != nullptr) {
+      lateness_.restore(resume->state);
+      promised_ = lateness_.heartbeat_of();
+      ready_.assign(resume->pending.begin(), resume->pending.end());
+    }
+  }
+
+  // The rows of its input the buffer took, what it released that next() has not returned, and
+  // the buffer itself.
+  std::optional<Position> position() const override {
+    if (failed_) return std::nullopt;
+    Position p;
+    p.rows = {lateness_.rows()};
+    p.held.assign(ready_.begin(), ready_.end());
+    p.state = lateness_.save();
+    return p;
+  }
 
   const std::shared_ptr<const Schema>& schema() const noexcept override { return input_->schema(); }
   // Nothing earlier than the watermark leaves any more.
@@ -321,9 +379,9 @@ class LatenessSource final : public BatchSource {
 
 std::unique_ptr<BatchSource> within_lateness(std::unique_ptr<BatchSource> input, uint32_t index, std::string label,
                                              const std::string& column, LatenessOptions options,
-                                             std::shared_ptr<LateRows> late) {
+                                             std::shared_ptr<LateRows> late, const BatchSource::InputState* resume) {
   Lateness lateness(index, std::move(label), input->schema(), column, options, std::move(late));
-  return std::make_unique<LatenessSource>(std::move(input), std::move(lateness));
+  return std::make_unique<LatenessSource>(std::move(input), std::move(lateness), resume);
 }
 
 }  // namespace pao::gate

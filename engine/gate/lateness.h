@@ -87,6 +87,15 @@ class Lateness {
   void resume_at(int64_t rows);
   const std::shared_ptr<const Schema>& schema() const noexcept { return schema_; }
   const std::string& label() const noexcept { return label_; }
+  // Late rows so far (this input's), and the latest heartbeat (INT64_MIN: none).
+  int64_t late_rows() const noexcept { return late_rows_; }
+  int64_t heartbeat_of() const noexcept { return heartbeat_; }
+  // Checkpoints (a pipeline's cut): the buffer as a batch of one row (rows taken, latest time,
+  // heartbeat, watermark, late rows) and the rows it holds, in arrival order; restore() takes them
+  // into a fresh buffer (before any push), which then judges and releases every row to come as
+  // this one would have. Its held rows are above the watermark, so none leaves or is late again.
+  std::vector<Batch> save() const;
+  void restore(const std::vector<Batch>& state);
 
  private:
   struct Run {
@@ -113,13 +122,17 @@ class Lateness {
   int64_t watermark_ = INT64_MIN;
   int64_t held_ = 0;
   int64_t rows_ = 0;  // rows taken in, late ones included
+  int64_t late_rows_ = 0;
   std::vector<int64_t> widened_;
 };
 
 // An input stream put in time order by a Lateness: what merge, aggregate and pipelines read in
 // place of an input given a bound.
+// `resume`: a restore's (BatchSource::InputState of a cut): the buffer's state (Lateness::save)
+// and the rows it had released that were not merged yet, which leave first.
 std::unique_ptr<BatchSource> within_lateness(std::unique_ptr<BatchSource> input, uint32_t index, std::string label,
                                              const std::string& column, LatenessOptions options,
-                                             std::shared_ptr<LateRows> late);
+                                             std::shared_ptr<LateRows> late,
+                                             const BatchSource::InputState* resume = nullptr);
 
 }  // namespace pao::gate

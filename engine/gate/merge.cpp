@@ -129,6 +129,7 @@ struct Cursor {
   std::optional<InputTimes> checked;    // validates each batch's times as it is pulled
   int64_t pos = 0;                      // next row of `batch` to emit
   int64_t before = 0;                   // rows of the input in batches before `batch` (position())
+  std::optional<BatchSource::Position> last;  // the input's position() at its end (it is released then)
   int64_t end = 0;                      // batch.num_rows()
   // Open, without rows, and heartbeated (BatchSource::bound): its next row is at or after
   // (promise, this input) in the merged order, so the others' rows before that need not wait for
@@ -238,10 +239,28 @@ class Merge final : public BatchSource {
 
   // The rows of each input up to its cursor (a region's rows are all taken when it is cut into
   // ready_), and the batches of ready_ not returned yet.
+  // An input that keeps state (a lateness buffer) counts its own input's rows, and what it
+  // handed out that the merge has not merged goes back to it as pending: the rest of the cursor's
+  // batch, then its own held batches.
   std::optional<Position> position() const override {
     if (failure_) return std::nullopt;
     Position p;
-    for (const Cursor& c : cursors_) p.rows.push_back(c.before + c.pos);
+    bool stateful = false;
+    for (const Cursor& c : cursors_) {
+      std::optional<Position> inner = c.source ? c.source->position() : c.last;
+      if (inner && !inner->state.empty()) {
+        stateful = true;
+        p.rows.push_back(inner->rows.at(0));
+        InputState in{std::move(inner->state), {}};
+        if (c.pos < c.end) in.pending.push_back(c.batch.slice(c.pos, c.end - c.pos));
+        for (Batch& b : inner->held) in.pending.push_back(std::move(b));
+        p.inputs.push_back(std::move(in));
+      } else {
+        p.rows.push_back(c.before + c.pos);
+        p.inputs.emplace_back();
+      }
+    }
+    if (!stateful) p.inputs.clear();
     p.held.assign(ready_.begin(), ready_.end());
     return p;
   }
@@ -274,6 +293,7 @@ class Merge final : public BatchSource {
       if (!wait && !c.source->ready()) break;
       std::optional<Batch> b = c.source->next();
       if (!b) {
+        c.last = c.source->position();
         c.source.reset();
         return;
       }

@@ -167,12 +167,19 @@ NB_MODULE(_engine, m) {
   m.def(
       "within_lateness",
       [](Stream& input, uint32_t index, std::string label, const std::string& time, int64_t bound, const std::string& late,
-         std::shared_ptr<gate::LateRows> rows) {
+         std::shared_ptr<gate::LateRows> rows, nb::object resume) {
+        std::optional<BatchSource::InputState> from;
+        if (!resume.is_none()) {
+          from.emplace();
+          for (nb::handle b : resume[0]) from->state.push_back(import_py_batch(b, "a checkpoint's lateness buffer"));
+          for (nb::handle b : resume[1]) from->pending.push_back(import_py_batch(b, "a checkpoint's released rows"));
+        }
         return Stream{gate::within_lateness(input.take(), index, std::move(label), time, {bound, late_policy(late)},
-                                            std::move(rows))};
+                                            std::move(rows), from ? &*from : nullptr)};
       },
-      "input"_a, "index"_a, "label"_a, "time"_a, "bound"_a, "late"_a, "rows"_a,
-      "The input put in time order within `bound` (gate/lateness.h); consumes it.");
+      "input"_a, "index"_a, "label"_a, "time"_a, "bound"_a, "late"_a, "rows"_a, "resume"_a = nb::none(),
+      "The input put in time order within `bound` (gate/lateness.h); consumes it. `resume`: a cut's (state, "
+      "pending) for this input (PipelineHandle.cut()'s inputs).");
   nb::class_<gate::Lateness>(m, "Lateness")
       .def("__init__",
            [](gate::Lateness* self, nb::capsule schema, uint32_t index, std::string label, const std::string& time,

@@ -421,6 +421,13 @@ nb::object cut_to_python(const runtime::Cut& c) {
   d["held"] = held;
   d["origin"] = origin;
   d["queued"] = queued;
+  nb::list inputs;
+  for (const auto& source : c.inputs) {
+    nb::list per;
+    for (const auto& in : source) per.append(nb::make_tuple(batch_list(in.state), batch_list(in.pending)));
+    inputs.append(per);
+  }
+  d["inputs"] = inputs;
   return d;
 }
 std::vector<std::vector<Batch>> batch_lists(nb::handle lists, const std::string& what) {
@@ -443,6 +450,7 @@ runtime::Cut cut_from(nb::handle d) {
     c.origin.emplace_back(static_cast<size_t>(group), input < 0 ? SIZE_MAX : static_cast<size_t>(input));
   }
   c.queued = batch_lists(d["queued"], "output rows");
+  c.inputs.resize(c.rows.size());  // the inputs' own states go to their sources (within_lateness), not to the run
   return c;
 }
 

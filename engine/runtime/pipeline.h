@@ -84,6 +84,9 @@ struct Cut {
   std::vector<uint8_t> finished;                    // per stage: its finish() had run
   std::vector<std::vector<int64_t>> rows;           // per source: rows taken from each input (BatchSource::position)
   std::vector<std::vector<Batch>> held;             // per source: batches made of them, not sent yet
+  // Per source: its inputs' own state (lateness buffers: BatchSource::Position::inputs), which the
+  // caller hands each restored input; empty where they keep none.
+  std::vector<std::vector<BatchSource::InputState>> inputs;
   std::vector<std::pair<size_t, size_t>> origin;    // per source: Graph::source_origin (SIZE_MAX: the whole merge)
   std::vector<std::vector<Batch>> queued;           // per output: result batches next() had not returned
 };

@@ -57,25 +57,20 @@ std::optional<Cut> Pipeline::cut() {
   }
   for (size_t k = 0; k < sources_.size(); ++k) {
     SourceState& s = *sources_[k];
-    std::vector<int64_t> rows;
+    std::optional<BatchSource::Position> at = s.ended ? s.end_position : s.source->position();
+    if (!at) return std::nullopt;
+    std::vector<int64_t> rows = std::move(at->rows);
     std::vector<Batch> held;
-    if (s.ended) {
-      if (!s.end_rows) return std::nullopt;
-      rows = *s.end_rows;
-    } else {
-      std::optional<BatchSource::Position> at = s.source->position();
-      if (!at) return std::nullopt;
-      rows = std::move(at->rows);
-      if (s.pending) held.push_back(*s.pending);
-      held.insert(held.end(), s.resumed.begin(), s.resumed.end());
-      held.insert(held.end(), at->held.begin(), at->held.end());
-    }
+    if (s.pending) held.push_back(*s.pending);
+    held.insert(held.end(), s.resumed.begin(), s.resumed.end());
+    held.insert(held.end(), at->held.begin(), at->held.end());
     if (!s.base_rows.empty()) {
       if (s.base_rows.size() != rows.size()) return std::nullopt;
       for (size_t i = 0; i < rows.size(); ++i) rows[i] += s.base_rows[i];
     }
     c.rows.push_back(std::move(rows));
     c.held.push_back(std::move(held));
+    c.inputs.push_back(std::move(at->inputs));
     c.origin.push_back(source_origin_[k]);
   }
   {

@@ -91,7 +91,7 @@ bool Pipeline::ingress_step() {
       if (!b) {
         s.ended = true;
         ended_now = true;
-        if (std::optional<BatchSource::Position> at = s.source->position()) s.end_rows = std::move(at->rows);
+        s.end_position = s.source->position();
         for (const Edge& e : s.consumers) close_port(e);
         for (size_t o : s.outputs) close_output(o);
         s.source.reset();  // released once its end is published, so the release holds nothing back

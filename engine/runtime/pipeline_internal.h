@@ -81,9 +81,9 @@ struct SourceState {
   std::optional<Batch> pending;      // pulled, not yet linked
   std::deque<Batch> resumed;         // a restored run's batches to send before pulling (Cut::held)
   // Checkpoints: the rows of each input a restored run's inputs left out (Cut::rows; empty: none),
-  // and, once the source has ended, the rows it took from each (its position() before release).
+  // and, once the source has ended, its position() (taken before it is released).
   std::vector<int64_t> base_rows;
-  std::optional<std::vector<int64_t>> end_rows;
+  std::optional<BatchSource::Position> end_position;
   bool ended = false;
   // The least time it may still send: its last sent batch's last time or its latest heartbeat
   // (sent on as a pulse), whichever is later.
