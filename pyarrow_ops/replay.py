@@ -11,12 +11,12 @@ the thread counts, batch sizes or timing of the two runs.
 Where it can, a snapshot also holds a cut of the run (the engine's ``PipelineHandle.cut()``):
 every operator's state after exactly the rows each input had given, the rows made of those that
 had not left yet, and how far each input was read. A restore from it reads each input from there
-on (a table sliced, a Parquet file from its row group) and skips nothing: the run goes on, its
-cost that of the rest. Runs with live inputs or ``lateness=``, or an operator that cannot save its
-state (docs/checkpoints.md lists them), are restored by replay: the query again over the inputs
-from their start, each output dropping its first rows up to the count; that suits replayable
-inputs (files, tables, and live inputs written down by their journals, pyarrow_ops/journal.py)
-and costs a pass over what came before.
+on (a table sliced, a Parquet file from its row group, a journaled live input's journal less the
+rows read; each lateness buffer rebuilt from its saved rows) and skips nothing: the run goes on,
+its cost that of the rest. Runs with ``late="side"`` are restored by replay: the query again over
+the inputs from their start, each output dropping its first rows up to the count; that suits
+replayable inputs (files, tables, and live inputs written down by their journals,
+pyarrow_ops/journal.py) and costs a pass over what came before.
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def _save_cut(cut: dict[str, Any], tables: dict[str, pa.Table]) -> dict[str, Any
 def _load_cut(snapshot: Snapshot) -> dict[str, Any]:
     saved = snapshot.state["cut"]
 
-    def batches(name: str, count: int) -> list[pa.RecordBatch]:
+    def batches(name: str, count: int) -> list[pa.RecordBatch]:  # _save_cut's tables back
         if not count:
             return []
         t = snapshot.table(name)  # a table of no rows may come back without batches: give it one
@@ -245,10 +245,9 @@ def _restore_cut(snapshot: Snapshot, cut: dict[str, Any], outputs: dict[str, Any
     """The run of ``snapshot`` going on from its cut: each input less the rows it had given."""
     from pyarrow_ops.experiment import NONE as NO_EXPERIMENT
     from pyarrow_ops.io import skip_rows
+    from pyarrow_ops.live import LiveInput
     from pyarrow_ops.pipeline import GraphResult, _Graph, _run_graph
     from pyarrow_ops.run_options import options as engine_options
-
-    from pyarrow_ops.live import LiveInput
 
     lists = _Graph(outputs).inputs
     for (group, i), n in _cut_rows(cut, lists, snapshot).items():
@@ -256,9 +255,9 @@ def _restore_cut(snapshot: Snapshot, cut: dict[str, Any], outputs: dict[str, Any
             lists[group][i] = skip_rows(lists[group][i], n)
     o = dict(options)
     batch_size = o.pop("batch_size", 65536)
-    engine = engine_options(o["threads"], o["scheduler"], o["reorder"], o["partitioning"], o["morsel"], o["partitions"],
-                      o["reorder_capacity"], o["max_inflight"], o["slice_us"], NO_EXPERIMENT, o["fuse"],
-                      o["push_down"], o["threading"])
+    engine = engine_options(o["threads"], o["scheduler"], o["reorder"], o["partitioning"], o["morsel"],
+                            o["partitions"], o["reorder_capacity"], o["max_inflight"], o["slice_us"], NO_EXPERIMENT,
+                            o["fuse"], o["push_down"], o["threading"])
     results = _run_graph(outputs, engine, batch_size, cut)
     if snapshot.kind == "pipeline":
         results["result"]._run = RunSpec("pipeline", outputs, options)
@@ -270,8 +269,10 @@ def _cut_rows(cut: dict[str, Any], lists: list[list[Any]], snapshot: Snapshot) -
     """Per (source, input) of the query, the rows the cut had read of it."""
     out = {}
     for (group, input), rows in zip(cut["origin"], cut["rows"], strict=True):
-        picked = range(len(lists[group])) if 0 <= group < len(lists) and input < 0 else [input]
-        if group >= len(lists) or len(rows) != len(picked):
+        if not 0 <= group < len(lists):
+            raise CheckpointError(f"{snapshot.path}: its cut does not fit the inputs of this query")
+        picked = range(len(lists[group])) if input < 0 else [input]
+        if len(rows) != len(picked):
             raise CheckpointError(f"{snapshot.path}: its cut does not fit the inputs of this query")
         out.update({(group, i): n for i, n in zip(picked, rows, strict=True)})
     return out
