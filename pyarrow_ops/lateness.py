@@ -18,7 +18,8 @@ by arrival) before the merge, and a row later than the bound allows follows ``la
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
 import pyarrow as pa
@@ -69,6 +70,7 @@ class LateLog:
         self._schema = schema
         self._batches: list[pa.RecordBatch] = []
         self._before = [0] * inputs  # late rows per input before a restore (pyarrow_ops/checkpoint.py)
+        self.lock = threading.Lock()  # table() against a checkpoint's cut (pyarrow_ops/replay.py)
         if late == "side":
             clash = [c for c in ("input", "row") if c in schema.names]
             if clash:
@@ -91,21 +93,40 @@ class LateLog:
         (int32) and ``row`` (int64, its position in the input's arrival order), by input and row."""
         if self.policy != "side":
             return None
-        for index, rows, batch in self.rows.take():
-            rb = pa.record_batch(batch)
-            rb = rb.append_column("input", pa.array([index] * rb.num_rows, pa.int32()))
-            self._batches.append(rb.append_column("row", pa.array(rows, pa.int64())))
+        with self.lock:
+            for index, rows, batch in self.rows.take():
+                self._batches.append(self._tagged(index, pa.record_batch(batch), pa.array(rows, pa.int64())))
+            return self._table(self._batches)
+
+    def kept(self, untaken: Sequence[tuple[int, Any]]) -> pa.Table:
+        """A cut's late rows (``late="side"``; under ``lock``, the cut taken): those taken so far,
+        and each input's not taken yet, as its lateness buffer saved them (the input's columns,
+        then ``row``)."""
+        batches = list(self._batches)
+        for index, saved in untaken:
+            rb = pa.record_batch(saved)
+            batches.append(self._tagged(index, rb.drop_columns(["row"]), rb.column("row")))
+        return self._table(batches)
+
+    @staticmethod
+    def _tagged(index: int, rb: pa.RecordBatch, rows: pa.Array) -> pa.RecordBatch:
+        rb = rb.append_column("input", pa.array([index] * rb.num_rows, pa.int32()))
+        return rb.append_column("row", rows)
+
+    def _table(self, batches: list[pa.RecordBatch]) -> pa.Table:
         schema = self._schema.append(pa.field("input", pa.int32())).append(pa.field("row", pa.int64()))
-        batches = sorted(self._batches, key=lambda b: b.column(b.num_columns - 2)[0].as_py())
+        batches = sorted((b for b in batches if b.num_rows), key=lambda b: b.column(b.num_columns - 2)[0].as_py())
         return pa.Table.from_batches([b.cast(schema) for b in batches], schema=schema)
 
 
 def within(streams: list[_engine.Stream], time: str, bounds: list[int], log: LateLog,
-           labels: Sequence[str] | None = None, resumes: Sequence[Any] | None = None) -> list[_engine.Stream]:
-    """Each stream put in time order within its bound (consumes them). ``resumes``: a restore from
-    a cut (pyarrow_ops/replay.py), per input its buffer's state and released rows, or None."""
-    resumes = resumes or [None] * len(streams)
-    if any(r is not None for r in resumes):  # the late rows counted before the cut (column "late")
-        log.resume([0 if r is None else pa.record_batch(r[0][0]).column("late")[0].as_py() for r in resumes], None)
+           labels: Sequence[str] | None = None, resume: Mapping[str, Any] | None = None) -> list[_engine.Stream]:
+    """Each stream put in time order within its bound (consumes them). ``resume``: a restore from
+    a cut (pyarrow_ops/replay.py ``input_states``): ``inputs``, per input its buffer's state and
+    released rows, and ``late``, the late rows kept before the cut."""
+    resumes = resume["inputs"] if resume else [None] * len(streams)
+    if resume:  # the late rows counted (its meta's column "late") and kept before the cut
+        log.resume([0 if r is None else pa.record_batch(r[0][0]).column("late")[0].as_py() for r in resumes],
+                   resume.get("late"))
     return [_engine.within_lateness(s, i, labels[i] if labels else f"input {i}", time, b, log.policy, log.rows, r)
             for i, (s, b, r) in enumerate(zip(streams, bounds, resumes, strict=True))]

@@ -21,6 +21,7 @@ pyarrow_ops/journal.py) and costs a pass over what came before.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import io
 import os
@@ -188,16 +189,30 @@ def checkpoint(results: Mapping[str, Any], spec: RunSpec, path: str | os.PathLik
 
 def _cut(results: Mapping[str, Any], spec: RunSpec) -> dict[str, Any] | None:
     """The engine's cut of the run (its operators' states), or None where a restore must replay:
-    ``late="side"`` (its kept rows are taken as the run goes), rows a replayed run still drops, an
-    operator that cannot save."""
+    rows a replayed run still drops, an operator that cannot save. With ``late="side"``, the late
+    rows kept up to the cut too (``late``: per source, a table), the logs locked around the cut so
+    that a reader of ``result.late`` takes none in between."""
     from pyarrow_ops.pipeline import _Graph
 
-    graph = _Graph(spec.outputs)
-    if any(late == "side" for _, late in graph.time_orders):
-        return None
     if any(r._output.skip for r in results.values()):
         return None
-    return next(iter(results.values()))._handle.cut()
+    graph = _Graph(spec.outputs)
+    first = next(iter(results.values()))
+    with_logs = [g for g, (lateness, late) in enumerate(graph.time_orders) if lateness is not None or late != "error"]
+    side = {g: log for g, log in zip(with_logs, first._late_logs, strict=True) if log.policy == "side"}
+    with contextlib.ExitStack() as locks:
+        for log in side.values():
+            locks.enter_context(log.lock)
+        cut = first._handle.cut()
+        if cut is None or not side:
+            return cut
+        untaken: dict[int, list[tuple[int, Any]]] = {g: [] for g in side}
+        for (g, input), per in zip(cut["origin"], cut["inputs"], strict=True):
+            for i, (state, _) in enumerate(per):
+                if g in side and len(state) == 3:
+                    untaken[g].append((input if input >= 0 else i, state[2]))
+        cut["late"] = {g: log.kept(untaken[g]) for g, log in side.items()}
+    return cut
 
 
 def _save_cut(cut: dict[str, Any], tables: dict[str, pa.Table]) -> dict[str, Any]:
@@ -214,8 +229,12 @@ def _save_cut(cut: dict[str, Any], tables: dict[str, pa.Table]) -> dict[str, Any
                [[table(f"cut-input-{k}-{i}-state-{j}", [b]) for j, b in enumerate(state)],
                 table(f"cut-input-{k}-{i}-pending", pending)]
                for i, (state, pending) in enumerate(per)] for k, per in enumerate(cut["inputs"])]
+    late = {}
+    for g, kept in cut.get("late", {}).items():
+        tables[f"cut-late-{g}"] = kept
+        late[str(g)] = kept.num_rows
     return {"stages": cut["stages"], "finished": cut["finished"], "rows": cut["rows"], "inputs": inputs,
-            "origin": [list(o) for o in cut["origin"]], "states": [len(s) for s in states],
+            "late": late, "origin": [list(o) for o in cut["origin"]], "states": [len(s) for s in states],
             "held": [table(f"cut-held-{k}", b) for k, b in enumerate(cut["held"])],
             "queued": [table(f"cut-queued-{o}", b) for o, b in enumerate(cut["queued"])]}
 
@@ -233,8 +252,9 @@ def _load_cut(snapshot: Snapshot) -> dict[str, Any]:
                ([b for j in range(len(entry[0])) for b in batches(f"cut-input-{k}-{i}-state-{j}", 1)],
                 batches(f"cut-input-{k}-{i}-pending", entry[1]))
                for i, entry in enumerate(per)] for k, per in enumerate(saved.get("inputs", []))]
+    late = {int(g): snapshot.table(f"cut-late-{g}") for g in saved.get("late", {})}
     return {"stages": saved["stages"], "finished": saved["finished"], "rows": saved["rows"], "inputs": inputs,
-            "origin": [tuple(o) for o in saved["origin"]],
+            "late": late, "origin": [tuple(o) for o in saved["origin"]],
             "states": [[b for j in range(n) for b in batches(f"cut-state-{i}-{j}", 1)]
                        for i, n in enumerate(saved["states"])],
             "held": [batches(f"cut-held-{k}", n) for k, n in enumerate(saved["held"])],
@@ -278,9 +298,10 @@ def _cut_rows(cut: dict[str, Any], lists: list[list[Any]], snapshot: Snapshot) -
     return out
 
 
-def input_states(cut: dict[str, Any] | None, group: int, inputs: int) -> list[Any] | None:
-    """Per input of source ``group``, a restored cut's (state, pending) of its lateness buffer, or
-    None; None when there are none."""
+def input_states(cut: dict[str, Any] | None, group: int, inputs: int) -> dict[str, Any] | None:
+    """For source ``group`` of a restored cut (lateness.within's ``resume``): ``inputs``, per input
+    the (state, pending) of its lateness buffer or None, and ``late``, the late rows it kept
+    (``late="side"``); None when it has no lateness buffers."""
     if cut is None or not cut.get("inputs"):
         return None
     out: list[Any] = [None] * inputs
@@ -288,7 +309,9 @@ def input_states(cut: dict[str, Any] | None, group: int, inputs: int) -> list[An
         for i, entry in enumerate(per):
             if g == group and entry is not None:
                 out[input if input >= 0 else i] = entry
-    return out if any(e is not None for e in out) else None
+    if all(e is None for e in out):
+        return None
+    return {"inputs": out, "late": cut.get("late", {}).get(group)}
 
 
 def _journals(spec: RunSpec) -> list[list[Any]]:

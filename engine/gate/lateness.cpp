@@ -28,6 +28,14 @@ int64_t LateRows::count(int64_t input) const {
   return static_cast<size_t>(input) < counts_.size() ? counts_[static_cast<size_t>(input)] : 0;
 }
 
+std::vector<LateRows::Chunk> LateRows::peek(uint32_t input) const {
+  std::lock_guard lock(mutex_);
+  std::vector<Chunk> out;
+  for (const Chunk& c : chunks_)
+    if (c.input == input) out.push_back(c);
+  return out;
+}
+
 std::vector<LateRows::Chunk> LateRows::take() {
   std::lock_guard lock(mutex_);
   std::vector<Chunk> out = std::move(chunks_);
@@ -161,11 +169,27 @@ std::vector<Batch> Lateness::save() const {
     sources.push_back(run.batch);
   }
   Batch held = sources.empty() ? empty_batch(schema_) : gather(schema_, sources, segments);
-  return {finish_batch(meta, built), std::move(held)};
+  std::vector<Batch> out{finish_batch(meta, built), std::move(held)};
+  if (options_.policy == LatePolicy::kSide) {
+    Schema with_row = *schema_;
+    with_row.fields.push_back({"row", i64, false});
+    std::vector<Batch> chunks;
+    std::vector<Segment> all;
+    std::vector<ColumnBuilder> rows = builders_of({i64});
+    for (const LateRows::Chunk& c : late_->peek(input_)) {
+      all.push_back({static_cast<uint32_t>(chunks.size()), 0, c.batch.num_rows()});
+      chunks.push_back(c.batch);
+      for (int64_t r : c.rows) rows[0].append_fixed(&r);
+    }
+    const Batch kept = chunks.empty() ? empty_batch(schema_) : gather(schema_, chunks, all);
+    const Batch row = finish_batch(std::make_shared<const Schema>(Schema{{{"row", i64, false}}}), rows);
+    out.push_back(side_by_side(std::make_shared<const Schema>(std::move(with_row)), kept, row));
+  }
+  return out;
 }
 
 void Lateness::restore(const std::vector<Batch>& state) {
-  if (state.size() != 2 || state[0].num_rows() != 1 || state[0].num_columns() != 5 || rows_ != 0 || !runs_.empty()) {
+  if (state.size() < 2 || state.size() > 3 || state[0].num_rows() != 1 || state[0].num_columns() != 5 || rows_ != 0 || !runs_.empty()) {
     throw Error(ErrorKind::kInvalidInput, label_ + ": a checkpoint's lateness buffer does not fit (or came after a push)");
   }
   const auto at = [&](size_t c) { return state[0].column(c).typed<int64_t>()[0]; };

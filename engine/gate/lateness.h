@@ -50,6 +50,8 @@ class LateRows {
   int64_t count(int64_t input = -1) const;
   // The kept chunks, by input and then arrival position; taken once.
   std::vector<Chunk> take();
+  // Input `input`'s chunks not taken yet, left in place (a checkpoint's copy).
+  std::vector<Chunk> peek(uint32_t input) const;
 
  private:
   mutable std::mutex mutex_;
@@ -91,9 +93,11 @@ class Lateness {
   int64_t late_rows() const noexcept { return late_rows_; }
   int64_t heartbeat_of() const noexcept { return heartbeat_; }
   // Checkpoints (a pipeline's cut): the buffer as a batch of one row (rows taken, latest time,
-  // heartbeat, watermark, late rows) and the rows it holds, in arrival order; restore() takes them
-  // into a fresh buffer (before any push), which then judges and releases every row to come as
-  // this one would have. Its held rows are above the watermark, so none leaves or is late again.
+  // heartbeat, watermark, late rows) and the rows it holds, in arrival order, and with kSide a
+  // third: its late rows not taken from LateRows yet (the input's columns, then `row`, their
+  // arrival positions). restore() takes the first two into a fresh buffer (before any push), which
+  // then judges and releases every row to come as this one would have: its held rows are above
+  // the watermark, so none leaves or is late again. The late rows are the caller's to keep.
   std::vector<Batch> save() const;
   void restore(const std::vector<Batch>& state);
 
