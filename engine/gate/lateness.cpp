@@ -311,17 +311,19 @@ class LatenessSource final : public BatchSource {
       : input_(std::move(input)), lateness_(std::move(lateness)) {
     if (resume != nullptr) {
       lateness_.restore(resume->state);
+      resumed_at_ = lateness_.rows();
       promised_ = lateness_.heartbeat_of();
       ready_.assign(resume->pending.begin(), resume->pending.end());
     }
   }
 
-  // The rows of its input the buffer took, what it released that next() has not returned, and
-  // the buffer itself.
+  // The rows of its input the buffer took (of the input as given: a restored one's input starts
+  // where the cut left it, while the buffer counts from the original start, for late rows'
+  // positions), what it released that next() has not returned, and the buffer itself.
   std::optional<Position> position() const override {
     if (failed_) return std::nullopt;
     Position p;
-    p.rows = {lateness_.rows()};
+    p.rows = {lateness_.rows() - resumed_at_};
     p.held.assign(ready_.begin(), ready_.end());
     p.state = lateness_.save();
     return p;
@@ -394,6 +396,7 @@ class LatenessSource final : public BatchSource {
   Lateness lateness_;
   std::deque<Batch> ready_;
   int64_t promised_ = INT64_MIN;  // the input's latest heartbeat
+  int64_t resumed_at_ = 0;        // a restored buffer's rows taken before the cut
   bool pulse_ = false;  // the watermark rose (a heartbeat): an empty batch follows the rows released
   bool done_ = false;
   std::exception_ptr failed_;
