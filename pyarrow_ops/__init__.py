@@ -18,7 +18,8 @@ from pyarrow_ops.expr import Expr, col, lit
 from pyarrow_ops.io import Result
 from pyarrow_ops.memory import memory_pool, release_memory
 from pyarrow_ops.merge import merge
-from pyarrow_ops.pipeline import GraphResult, LiveInput, Pipeline, PipelineResult, Step, explain, plan, run, union
+from pyarrow_ops.pipeline import GraphResult, LiveInput, Pipeline, PipelineResult, Step, run, union
+from pyarrow_ops.plans import explain, plan
 from pyarrow_ops.plot import plot_thread_levels
 from pyarrow_ops.windows import Session, Window, session, sliding, tumbling
 
