@@ -337,6 +337,9 @@ class Pipeline : public BatchSource {
 
   // Morsels alive anywhere (Work objects and queued results); the ingress waits above the bound.
   std::atomic<int64_t> inflight_{0};
+  // cut()'s count of morsels and outputs in flight (see paused_): beside inflight_, which the same
+  // steps change, so that both live in one cache line.
+  std::atomic<int64_t> busy_{0};
   std::atomic<int64_t> peak_inflight_{0};
   std::atomic<int64_t> helped_{0};  // ingress_steps (the ingress's only, relaxed: a counter)
   std::atomic<int64_t> helped_by_others_{0};  // helper_steps (help(); relaxed: a counter)
@@ -358,7 +361,6 @@ class Pipeline : public BatchSource {
   // pair with paused_, both seq_cst). ingress_mutex_ is held around each ingress step, so a cut
   // that took it after setting paused_ knows no step is under way.
   std::atomic<bool> paused_{false};
-  std::atomic<int64_t> busy_{0};
   std::atomic<int64_t> finishers_{0};
   std::mutex ingress_mutex_;
   std::mutex cut_mutex_;  // one cut at a time
