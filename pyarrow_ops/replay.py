@@ -157,8 +157,25 @@ def write(results: Mapping[str, Any], spec: RunSpec, paths: Mapping[str, Any], f
 
 
 def checkpoint(results: Mapping[str, Any], spec: RunSpec, path: str | os.PathLike[str] | None) -> Path:
-    """A snapshot of a pipeline or graph run: per output, the rows that had left and its file."""
+    """A snapshot of a pipeline or graph run: per output, the rows that had left and its file;
+    the run's cut where it has one. A periodic snapshot (``path`` None: write()'s) takes the cut's
+    queued rows into the files first, so the snapshot holds none of them, only the operators'
+    state; then the outputs' counts and files, then the journals (every row counted or cut came
+    from items they hold by then: a live input writes an item down before the run can read it)."""
     outputs = {name: r._output for name, r in results.items()}
+    periodic = path is None
+    if periodic and (spec.periodic is None or spec.periodic.directory is None):
+        raise TypeError("checkpoint() needs a path (this run writes no checkpoint_dir)")
+    take = periodic and all(o.sink is not None for o in outputs.values())
+    cut = _cut(results, spec, take=take)
+    if cut is not None and take:
+        for o, batches in zip(outputs.values(), cut["queued"], strict=True):
+            with o.lock:
+                for b in batches:
+                    batch = pa.record_batch(b)
+                    o.sink.write(batch)  # type: ignore[union-attr]
+                    o.left += batch.num_rows
+        cut["queued"] = [[] for _ in cut["queued"]]
     state: dict[str, Any] = {"outputs": {}}
     tables: dict[str, pa.Table] = {}
     for k, (name, o) in enumerate(outputs.items()):
@@ -169,17 +186,11 @@ def checkpoint(results: Mapping[str, Any], spec: RunSpec, path: str | os.PathLik
             elif o.resume is not None:  # restored, its file not yet resumed: as it was
                 entry["sink"], tables[f"pending-{k}"] = o.resume
             state["outputs"][name] = entry
-    # The cut, then the journals: every row counted or cut came from items the journals hold by
-    # then (a live input writes an item down before the run can read it).
-    cut = _cut(results, spec)
     state["journals"] = _journals(spec)
     if cut is not None:
         state["cut"] = _save_cut(cut, tables)
     query = {"kind": spec.kind, "names": list(outputs), "writing": spec.writing,
              "sources": len(_sources(spec))}
-    periodic = path is None
-    if periodic and (spec.periodic is None or spec.periodic.directory is None):
-        raise TypeError("checkpoint() needs a path (this run writes no checkpoint_dir)")
     written = write_snapshot(spec.periodic.next_path() if periodic else path,  # type: ignore[union-attr]
                              spec.kind, query, state, tables, {"query.pickle": spec.pickled()})
     if periodic:
@@ -187,7 +198,7 @@ def checkpoint(results: Mapping[str, Any], spec: RunSpec, path: str | os.PathLik
     return written
 
 
-def _cut(results: Mapping[str, Any], spec: RunSpec) -> dict[str, Any] | None:
+def _cut(results: Mapping[str, Any], spec: RunSpec, take: bool) -> dict[str, Any] | None:
     """The engine's cut of the run (its operators' states), or None where a restore must replay:
     rows a replayed run still drops, an operator that cannot save. With ``late="side"``, the late
     rows kept up to the cut too (``late``: per source, a table), the logs locked around the cut so
@@ -203,7 +214,7 @@ def _cut(results: Mapping[str, Any], spec: RunSpec) -> dict[str, Any] | None:
     with contextlib.ExitStack() as locks:
         for log in side.values():
             locks.enter_context(log.lock)
-        cut = first._handle.cut()
+        cut = first._handle.cut(take)
         if cut is None or not side:
             return cut
         untaken: dict[int, list[tuple[int, Any]]] = {g: [] for g in side}

@@ -560,14 +560,15 @@ void bind_pipeline(nb::module_& m) {
            })
       .def(
           "cut",
-          [](PipelineHandle& h) -> nb::object {
-            std::optional<runtime::Cut> c = without_gil([&] { return h.pipeline->cut(); });
+          [](PipelineHandle& h, bool take) -> nb::object {
+            std::optional<runtime::Cut> c = without_gil([&] { return h.pipeline->cut(take); });
             if (!c) return nb::none();
             return cut_to_python(*c);
           },
+          "take"_a = false,
           "A consistent cut for a checkpoint (runtime/pipeline.h): a dict of the stages' names, states and "
           "finished flags, each source's rows per input, held batches and origin, and each output's queued "
-          "batches; None when an operator cannot save its state.")
+          "batches (take=True: taken out of the queues); None when an operator cannot save its state.")
       .def(
           "help", [](PipelineHandle& h) { return without_gil([&] { return h.pipeline->help(); }); },
           "One step of operator work on the workers' behalf, from a thread waiting for room (runtime/pipeline.h).")

@@ -241,9 +241,13 @@ class Pipeline : public BatchSource {
   // through every operator (finish() waits meanwhile), saves each operator's state and what the
   // outputs hold, and goes on. The result queues keep their batches (copied into the cut, shared).
   // Nullopt when an operator cannot save its state (Operator::saves_state), a source cannot say
-  // its position, or the run has failed. One caller at a time; with manual threading, the
-  // thread that reads the results (it runs the operators meanwhile).
-  std::optional<Cut> cut();
+  // its position, the run has failed, or the ingress is waiting for a live input's producer and
+  // does not come back within kIngressWait (the caller may be that producer). One caller at a time; with manual threading, the
+  // thread that reads the results (it runs the operators meanwhile). `take`: the queued result
+  // batches leave the queues into the cut (a writer that commits them with the snapshot: its
+  // snapshot then holds none of them), as if next() had returned them.
+  std::optional<Cut> cut(bool take = false);
+  static constexpr std::chrono::milliseconds kIngressWait{500};
   // A thread the runtime does not own (a LiveInput's pusher waiting for room in its queue) runs
   // one step of operator work on the workers' behalf, as the ingress does under back-pressure
   // (ingress_main): only while fewer workers run than the machine has cores, and not for manual
@@ -362,7 +366,7 @@ class Pipeline : public BatchSource {
   // that took it after setting paused_ knows no step is under way.
   std::atomic<bool> paused_{false};
   std::atomic<int64_t> finishers_{0};
-  std::mutex ingress_mutex_;
+  std::timed_mutex ingress_mutex_;
   std::mutex cut_mutex_;  // one cut at a time
   void apply_resume(const Cut& cut);
 

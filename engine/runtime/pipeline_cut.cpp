@@ -14,7 +14,7 @@
 
 namespace pao::runtime {
 
-std::optional<Cut> Pipeline::cut() {
+std::optional<Cut> Pipeline::cut(bool take) {
   std::lock_guard one(cut_mutex_);
   for (const auto& st : stages_) {
     if (!st->op->saves_state()) return std::nullopt;
@@ -29,7 +29,10 @@ std::optional<Cut> Pipeline::cut() {
         for (size_t i = 0; i < p.stages_.size(); ++i) p.stage_work_[i].notify();
     }
   } resume{*this};
-  { std::lock_guard step(ingress_mutex_); }  // a step under way has ended; none begins until resume
+  // A step under way ends, and none begins until resume; but a step may wait on a live input's
+  // producer (the least input, with nothing at hand), who may be this caller: then no cut.
+  if (!ingress_mutex_.try_lock_for(kIngressWait)) return std::nullopt;
+  ingress_mutex_.unlock();
   for (;;) {
     if (stop_.load(std::memory_order_acquire)) {
       // Stopped: failed or cancelled (no cut), or every output read to its end, which stops the
@@ -75,7 +78,12 @@ std::optional<Cut> Pipeline::cut() {
   }
   {
     std::lock_guard lock(out_mutex_);
-    for (const ResultQueue& q : results_) c.queued.emplace_back(q.batches.begin(), q.batches.end());
+    for (ResultQueue& q : results_) {
+      c.queued.emplace_back(q.batches.begin(), q.batches.end());
+      if (!take) continue;
+      inflight_.fetch_sub(static_cast<int64_t>(q.batches.size()), std::memory_order_relaxed);  // room made
+      q.batches.clear();
+    }
   }
   return c;
 }

@@ -250,10 +250,14 @@ def chain(inputs: list[pa.Table]) -> po.Pipeline:
 @pytest.mark.parametrize("seed", range(6))
 def test_a_pipeline_restored_from_any_checkpoint_writes_the_same_file(seed: int, tmp_path: Path) -> None:
     rng = np.random.default_rng(seed)
-    inputs = clicks(seed)
+    # In chunks: a run reads its inputs a chunk at a time, so the snapshots fall inside them.
+    inputs = [pa.Table.from_batches(t.to_batches(max_chunksize=int(rng.integers(50, 400)))) for t in clicks(seed)]
     chain(inputs).run(threads=2).write_ipc(tmp_path / "whole.arrow", rows_per_batch=100)
     out = tmp_path / "out.arrow"
-    chain(inputs).run(threads=int(rng.integers(1, 4)), batch_size=int(rng.integers(50, 500))).write_ipc(
+    # A few morsels in flight: a snapshot takes the rows already made into the file, and with the
+    # whole output made ahead there would be one snapshot.
+    chain(inputs).run(threads=int(rng.integers(1, 4)), batch_size=int(rng.integers(50, 500)),
+                      max_inflight=int(rng.integers(1, 4))).write_ipc(
         out, rows_per_batch=100, checkpoint_dir=tmp_path / "ck", checkpoint_every=int(rng.integers(150, 900)),
         keep_checkpoints=100)
     snapshots = sorted(p for p in (tmp_path / "ck").iterdir() if p.name.isdigit())
