@@ -3,7 +3,8 @@
     python -m benchmarks.restore [--rows 10000000] [--inputs 1,4] [--pipelines sessions,windows]
         [--snapshots 5] [--threads 2] [--repeat 3]
 
-Per pipeline of benchmarks.pipelines (its clickstream, dealt to 1 or 4 inputs) written to an Arrow IPC
+Per pipeline of benchmarks.pipelines (its clickstream, dealt to 1 or 4 inputs, in batches of 65,536
+rows) written to an Arrow IPC
 file by ``write_ipc``, in interleaved rounds (each contender's best round counts):
   plain         no checkpoints
   checkpointed  ``checkpoint_dir=``, ``checkpoint_every=`` output rows / ``--snapshots`` (each a cut:
@@ -66,7 +67,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         for name in args.pipelines.split(","):
             for n in (int(x) for x in args.inputs.split(",")):
-                inputs = split(source, n) if n > 1 else [source]
+                # In batches of 65,536 rows, as files and readers give them: a run reads a batch at
+                # a time, so its snapshots fall inside the input (a table of one chunk is read whole).
+                inputs = [pa.Table.from_batches(t.to_batches(max_chunksize=65_536))
+                          for t in (split(source, n) if n > 1 else [source])]
                 best = dict.fromkeys(("plain", "checkpointed", "restore", "replay"), float("inf"))
                 whole = root / "whole.arrow"
                 count, size, after = 0, 0.0, 0
