@@ -654,12 +654,10 @@ class Pairs final : public PartitionedOperator<PairsPart> {
   // partitions, enters the values into the new partitions' tables.
   bool saves_state() const override { return true; }
   std::vector<Batch> save_state() override {
-    auto schema = key_state_schema(*input_, keys_);
-    std::vector<ColumnBuilder> built;
-    for (const Field& f : schema->fields) built.emplace_back(f.type);
+    KeyStateBuilder out(*input_, keys_);
     const DataType& item_type = input_->fields[item_].type;
     std::vector<ColumnBuilder> items = builders_of({item_type});
-    int64_t rows = 0, base = 0;
+    int64_t base = 0;
     for (const auto& part : parts()) {
       for (uint32_t id = 0; id < part->keys.size(); ++id) {
         const PairSession& s = part->states[id];
@@ -668,15 +666,13 @@ class Pairs final : public PartitionedOperator<PairsPart> {
         w.put(s.session.number);
         w.put(static_cast<int64_t>(s.items.size()));
         for (uint32_t x : s.items) w.put(base + x);
-        part->keys.append(id, built, 0);
-        built.back().append_string(w.out);
-        ++rows;
+        out.add(part->keys, id, w.out);
       }
       for (uint32_t x = 0; x < part->items.size(); ++x) part->items.append(x, items, 0);
       base += static_cast<int64_t>(part->items.size());
     }
     auto item_schema = std::make_shared<const Schema>(Schema{{{"item", item_type, false}}});
-    return {built_batch(schema, rows, built), built_batch(item_schema, base, items)};
+    return {out.finish(), built_batch(item_schema, base, items)};
   }
   void load_state(const std::vector<Batch>& state) override {
     if (state.size() != 2 || state[1].num_columns() != 1) {

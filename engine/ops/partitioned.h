@@ -95,6 +95,7 @@ Batch add_columns(std::shared_ptr<const Schema> schema, const Batch& base, std::
 // builders are empty after.
 Batch built_batch(std::shared_ptr<const Schema> schema, int64_t rows, std::vector<ColumnBuilder>& built);
 
+
 // --- Checkpoint text --------------------------------------------------------------------------
 
 // A key's state in a checkpoint (PartitionedOperator::save_state) is text: integers in decimal,
@@ -130,6 +131,25 @@ std::vector<uint32_t> key_state_partitions(const Batch& state, size_t keys, size
 std::string_view key_state_text(const Batch& state, int64_t row);
 // The key columns' indices in a state batch: 0, 1, ... (KeyTable::set_columns).
 std::vector<size_t> key_state_columns(size_t keys);
+// A state batch, row by row: a key (by its id in a key table over the input's key columns) and
+// its state's text.
+class KeyStateBuilder {
+ public:
+  KeyStateBuilder(const Schema& input, const std::vector<size_t>& keys) : schema_(key_state_schema(input, keys)) {
+    for (const Field& f : schema_->fields) built_.emplace_back(f.type);
+  }
+  void add(const KeyTable& table, uint32_t id, std::string_view state) {
+    table.append(id, built_, 0);
+    built_.back().append_string(state);
+    ++rows_;
+  }
+  Batch finish() { return built_batch(schema_, rows_, built_); }
+
+ private:
+  std::shared_ptr<const Schema> schema_;
+  std::vector<ColumnBuilder> built_;
+  int64_t rows_ = 0;
+};
 
 // --- State per partition --------------------------------------------------------------------
 
@@ -159,19 +179,12 @@ class PartitionedOperator : public Operator {
   // implement save_key() say saves_key_state().
   bool saves_state() const override { return saves_key_state(); }
   std::vector<Batch> save_state() override {
-    auto schema = key_state_schema(*input_, keys_);
-    std::vector<ColumnBuilder> built;
-    for (const Field& f : schema->fields) built.emplace_back(f.type);
-    int64_t rows = 0;
+    KeyStateBuilder out(*input_, keys_);
     for (const auto& part : parts_) {
       const size_t n = part->keys.size();
-      for (uint32_t id = 0; id < n; ++id) {
-        part->keys.append(id, built, 0);
-        built.back().append_string(save_key(*part, id));
-        ++rows;
-      }
+      for (uint32_t id = 0; id < n; ++id) out.add(part->keys, id, save_key(*part, id));
     }
-    return {built_batch(schema, rows, built)};
+    return {out.finish()};
   }
   void load_state(const std::vector<Batch>& state) override {
     if (state.size() != 1) throw Error(ErrorKind::kInvalidInput, name() + ": a checkpoint's state is one batch");

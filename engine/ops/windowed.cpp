@@ -625,10 +625,7 @@ class KeyedWindows final : public Operator {
   // windows [first, last] by k, and each open window's state per aggregate (AggStates::save).
   bool saves_state() const override { return true; }
   std::vector<Batch> save_state() override {
-    auto schema = key_state_schema(*input_, key_columns_);
-    std::vector<ColumnBuilder> built;
-    for (const Field& f : schema->fields) built.emplace_back(f.type);
-    int64_t rows = 0;
+    KeyStateBuilder out(*input_, key_columns_);
     for (const auto& part : parts_) {
       const Partition& p = *part;
       for (uint32_t key = 0; key < p.state.size(); ++key) {
@@ -639,12 +636,10 @@ class KeyedWindows final : public Operator {
         w.put(st.open.last);
         for (int64_t k = st.open.first; k <= st.open.last; ++k)
           for (const window::AggStates& a : p.aggs) w.put_text(a.save(slot_of(key, k)));
-        p.keys.append(key, built, 0);
-        built.back().append_string(w.out);
-        ++rows;
+        out.add(p.keys, key, w.out);
       }
     }
-    return {built_batch(schema, rows, built)};
+    return {out.finish()};
   }
   void load_state(const std::vector<Batch>& state) override {
     if (state.size() != 1) throw Error(ErrorKind::kInvalidInput, "window_aggregate: a checkpoint's state is one batch");

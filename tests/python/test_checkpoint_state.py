@@ -76,9 +76,10 @@ def options(draw: st.DrawFn) -> dict[str, object]:
 
 
 def cut_and_restore(q: po.Pipeline, inputs: list[pa.Table], first: dict, second: dict, take: tuple[int, int],
-                    path: Path) -> tuple[pa.Table, bool]:
+                    path: Path, last: list | None = None) -> tuple[pa.Table, bool]:
     """The rows of q's run cut after take[0] batches, restored with `second` (options saved with the
-    query: `second` only names the restore's own cut), cut again after take[1] batches, restored."""
+    query: `second` only names the restore's own cut), cut again after take[1] batches, restored
+    (that last result appended to `last`, read)."""
     result = q.run(**first)
     got = list(itertools.islice(iter(result), take[0]))
     result.checkpoint(path / "one")
@@ -87,7 +88,10 @@ def cut_and_restore(q: po.Pipeline, inputs: list[pa.Table], first: dict, second:
     got += list(itertools.islice(iter(again), take[1]))
     again.checkpoint(path / "two")
     again.close()
-    rest = po.restore(path / "two", inputs=inputs).to_arrow()
+    restored = po.restore(path / "two", inputs=inputs)
+    rest = restored.to_arrow()
+    if last is not None:
+        last.append(restored)
     with_cut = all("cut" in json.loads((path / name / "manifest.json").read_text())["body"]["state"]
                    for name in ("one", "two"))
     return pa.concat_tables([pa.Table.from_batches(got, schema=rest.schema), rest]), with_cut
@@ -209,20 +213,14 @@ def test_disordered_inputs_restore_from_a_cut_of_their_lateness_buffers(data: st
     expected = whole.to_arrow()
     take = (data.draw(st.integers(0, 5)), data.draw(st.integers(0, 3)))
     path = tmp_path_factory.mktemp("late")
-    result = q().run(**options(data.draw))
-    got = list(itertools.islice(iter(result), take[0]))
-    result.checkpoint(path / "one")
-    result.close()
-    again = po.restore(path / "one", inputs=inputs)
-    got += list(itertools.islice(iter(again), take[1]))
-    again.checkpoint(path / "two")
-    again.close()
-    rest = po.restore(path / "two", inputs=inputs)
-    table = rest.to_arrow()
+    final: list = []
+    got, with_cut = cut_and_restore(q(), inputs, options(data.draw), {}, take, path, final)
+    rest = final[0]
+    assert with_cut
     for name in ("one", "two"):  # each cut counts rows of the inputs as given: never more than they have
         rows = json.loads((path / name / "manifest.json").read_text())["body"]["state"]["cut"]["rows"]
         assert all(n <= t.num_rows for n, t in zip([n for per in rows for n in per], inputs))
-    assert pa.concat_tables([pa.Table.from_batches(got, schema=table.schema), table]).equals(expected)
+    assert got.equals(expected)
     assert rest.late_counts == whole.late_counts
     if late == "side":  # the late rows kept before the cuts and after
         assert rest.late.equals(whole.late)
