@@ -366,7 +366,7 @@ class Pipeline : public BatchSource {
   // that took it after setting paused_ knows no step is under way.
   std::atomic<bool> paused_{false};
   std::atomic<int64_t> finishers_{0};
-  std::timed_mutex ingress_mutex_;
+  std::mutex ingress_mutex_;
   std::mutex cut_mutex_;  // one cut at a time
   void apply_resume(const Cut& cut);
 
