@@ -24,6 +24,12 @@ inline pao::DataType type(pao::TypeId id) {
   return t;
 }
 
+// Every value of a batch of int64 columns, row by row, appended to `out`.
+inline void append_values(const pao::Batch& b, std::vector<int64_t>& out) {
+  for (int64_t r = 0; r < b.num_rows(); ++r)
+    for (size_t c = 0; c < b.num_columns(); ++c) out.push_back(b.column(c).typed<int64_t>()[r]);
+}
+
 inline std::shared_ptr<const pao::Schema> schema(std::vector<pao::Field> fields) {
   return std::make_shared<const pao::Schema>(pao::Schema{std::move(fields)});
 }

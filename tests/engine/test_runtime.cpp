@@ -842,56 +842,33 @@ TEST(a_discarded_output_never_holds_the_run_back) {
 // Checkpoints (Pipeline::cut): a run of keyed operators over a merge of three inputs, cut from the
 // reader's thread after a random number of batches under every threading model, then restored
 // from the cut over the inputs less the rows it counts (and cut and restored once more), reads the
-// sequential run's rows exactly. Under ThreadSanitizer this is the pause, drain and resume against
-// running workers.
-std::vector<int64_t> flat(const Batch& b) {
-  std::vector<int64_t> out;
-  for (int64_t r = 0; r < b.num_rows(); ++r)
-    for (size_t c = 0; c < b.num_columns(); ++c) out.push_back(b.column(c).typed<int64_t>()[r]);
-  return out;
-}
-
+// uninterrupted run's rows exactly. Under ThreadSanitizer: the pause, drain and resume against workers.
 TEST(a_run_cut_and_restored_reads_the_sequential_rows) {
   std::mt19937_64 rng(77);
   int cuts = 0;
   for (int trial = 0; trial < 6; ++trial) {
     std::vector<std::vector<Batch>> inputs;
     for (int i = 0; i < 3; ++i) inputs.push_back(split(rng, random_input(rng, 300 + rng() % 900, 1 + static_cast<int>(rng() % 30))));
-    // The inputs of a source, each less its first rows[i] rows.
-    auto source = [&](const std::vector<int64_t>& rows) {
+    // A run over the inputs, each less its first rows[i] rows (empty: from the start).
+    auto start = [&](const std::vector<int64_t>& rows, const runtime::PipelineOptions& o) {
       std::vector<std::unique_ptr<BatchSource>> parts;
       for (size_t i = 0; i < inputs.size(); ++i) {
         std::vector<Batch> rest;
         int64_t skip = rows.empty() ? 0 : rows[i];
         for (const Batch& b : inputs[i]) {
-          if (skip >= b.num_rows()) {
-            skip -= b.num_rows();
-            continue;
-          }
-          rest.push_back(b.slice(skip, b.num_rows() - skip));
-          skip = 0;
+          if (skip < b.num_rows()) rest.push_back(b.slice(skip, b.num_rows() - skip));
+          skip = std::max<int64_t>(0, skip - b.num_rows());
         }
         parts.push_back(std::make_unique<ListSource>(tkvh(), std::move(rest)));
       }
-      return gate::make_merge(std::move(parts), {"t", 97});
-    };
-    auto ops_of = [&](const std::shared_ptr<const Schema>& in) {
-      ops::OperatorPtr s = ops::make_sessionize(in, {"k"}, "t", 2, "session");
+      ops::OperatorPtr s = ops::make_sessionize(tkvh(), {"k"}, "t", 2, "session");
       ops::OperatorPtr r = ops::make_running(s->output_schema(), {"k"}, {{"n", window::AggKind::kCount, ""},
                                                                            {"s", window::AggKind::kSum, "v"}});
-      return std::vector<ops::OperatorPtr>{s, r};
+      return std::make_unique<runtime::Pipeline>(gate::make_merge(std::move(parts), {"t", 97}),
+                                                 std::vector<ops::OperatorPtr>{s, r}, o);
     };
     std::vector<int64_t> expected;
-    {
-      runtime::PipelineOptions o;
-      o.threading = runtime::Threading::kManual;
-      auto src = source({});
-      runtime::Pipeline p(std::move(src), ops_of(tkvh()), o);
-      while (auto b = p.next()) {
-        const std::vector<int64_t> f = flat(*b);
-        expected.insert(expected.end(), f.begin(), f.end());
-      }
-    }
+    for (auto p = start({}, {}); auto b = p->next();) fixtures::append_values(*b, expected);
     for (const auto& [threading, threads] : kModels) {
       runtime::PipelineOptions o;
       o.threading = threading;
@@ -899,25 +876,19 @@ TEST(a_run_cut_and_restored_reads_the_sequential_rows) {
       o.morsel_rows = 1 + static_cast<int64_t>(rng() % 64);
       o.max_inflight = 1 + rng() % 4;
       std::vector<int64_t> got;
-      std::shared_ptr<const runtime::Cut> resume;
-      for (int leg = 0; leg < 3; ++leg) {
-        runtime::PipelineOptions lo = o;
-        lo.resume = resume;
-        auto src = source(resume ? resume->rows[0] : std::vector<int64_t>{});
-        runtime::Pipeline p(std::move(src), ops_of(tkvh()), lo);
+      for (int leg = 0; leg < 3; ++leg) {  // cut after a few batches, twice, then read to the end
+        auto p = start(o.resume ? o.resume->rows[0] : std::vector<int64_t>{}, o);
         const size_t take = leg == 2 ? SIZE_MAX : rng() % 5;
         for (size_t k = 0; k < take; ++k) {
-          std::optional<Batch> b = p.next();
+          std::optional<Batch> b = p->next();
           if (!b) break;
-          const std::vector<int64_t> f = flat(*b);
-          got.insert(got.end(), f.begin(), f.end());
+          fixtures::append_values(*b, got);
         }
         if (leg == 2) break;
-        std::optional<runtime::Cut> c = p.cut();
-        CHECK(c.has_value());
-        if (!c) break;
+        std::optional<runtime::Cut> c = p->cut();
+        REQUIRE(c.has_value());
         ++cuts;
-        resume = std::make_shared<const runtime::Cut>(std::move(*c));
+        o.resume = std::make_shared<const runtime::Cut>(std::move(*c));
       }
       CHECK(got == expected);
     }
