@@ -1,5 +1,6 @@
 #include "ops/partitioned.h"
 
+#include <charconv>
 #include <set>
 
 #include "core/gather.h"
@@ -128,17 +129,19 @@ void StateReader::bad() const {
                                             std::string(in.substr(0, 40)) + "')");
 }
 
-uint64_t StateReader::get_u() {
-  const size_t end = in.find(' ');
-  if (end == std::string_view::npos || end == 0) bad();
+// The decimal number before the next `delimiter`, both taken (std::from_chars: digits only, no
+// sign, no overflow).
+uint64_t StateReader::number(char delimiter) {
+  const size_t end = in.find(delimiter);
   uint64_t v = 0;
-  for (char c : in.substr(0, end)) {
-    if (c < '0' || c > '9') bad();
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
+  if (end == std::string_view::npos || end == 0) bad();
+  const auto [at, error] = std::from_chars(in.data(), in.data() + end, v);
+  if (error != std::errc() || at != in.data() + end) bad();
   in.remove_prefix(end + 1);
   return v;
 }
+
+uint64_t StateReader::get_u() { return number(' '); }
 
 int64_t StateReader::get() {
   const bool negative = !in.empty() && in[0] == '-';
@@ -148,16 +151,10 @@ int64_t StateReader::get() {
 }
 
 std::string_view StateReader::get_text() {
-  const size_t colon = in.find(':');
-  if (colon == std::string_view::npos || colon == 0) bad();
-  size_t n = 0;
-  for (char c : in.substr(0, colon)) {
-    if (c < '0' || c > '9') bad();
-    n = n * 10 + static_cast<size_t>(c - '0');
-  }
-  if (in.size() - colon - 1 < n) bad();
-  const std::string_view out = in.substr(colon + 1, n);
-  in.remove_prefix(colon + 1 + n);
+  const uint64_t n = number(':');
+  if (in.size() < n) bad();
+  const std::string_view out = in.substr(0, n);
+  in.remove_prefix(n);
   return out;
 }
 

@@ -117,6 +117,9 @@ struct StateReader {
   uint64_t get_u();
   std::string_view get_text();
   [[noreturn]] void bad() const;
+
+ private:
+  uint64_t number(char delimiter);
 };
 
 // A checkpoint's keyed state (PartitionedOperator::save_state, keyed windows): one row per key,
