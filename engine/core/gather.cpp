@@ -104,14 +104,6 @@ inline uint64_t read_bit(const BitSource& b, int64_t row) noexcept {
   return static_cast<uint64_t>(get_bit(b.bits, (b.offset + row) & b.mask));
 }
 
-// One output row: its source and its row there (< 2^32). Inputs that interleave finely make
-// segments of a row or two; copying them through this index costs no branch per segment per
-// column, where a loop over segments mispredicts its length at each one.
-struct RowRef {
-  uint32_t source;
-  uint32_t row;
-};
-
 // A segment's or a RowRef's rows (a RowRef is a segment of one row, known at compile time, so
 // loops over its rows fold away).
 inline int64_t length_of(const Segment& s) noexcept { return s.length; }
@@ -126,12 +118,31 @@ void for_each_row(std::span<const Run> runs, F&& f) {
 }
 
 // Copies bits (bool values or validity) into `out` (bitmap_words_bytes(rows) bytes).
-template <class Rows>
-void gather_bitmap(std::span<const SourceColumn> src, Rows rows, bool validity, uint8_t* out) {
+void gather_bitmap(std::span<const SourceColumn> src, std::span<const Segment> rows, bool validity, uint8_t* out) {
   const std::vector<BitSource> from = bit_sources(src, validity);
   BitWriter w(out);
   for_each_row(rows, [&](uint32_t source, int64_t row) { w.push(read_bit(from[source], row)); });
   w.finish();
+}
+// Row by row, a word of 64 rows at a time: each bit goes to a fixed place in its word, so the
+// reads are independent and only an OR chains them (BitWriter's count of bits would chain every
+// bit to the one before).
+void gather_bitmap(std::span<const SourceColumn> src, std::span<const RowRef> rows, bool validity, uint8_t* out) {
+  const std::vector<BitSource> from = bit_sources(src, validity);
+  const BitSource* f = from.data();
+  const size_t n = rows.size();
+  size_t r = 0;
+  for (; r + 64 <= n; r += 64) {
+    uint64_t word = 0;
+    for (unsigned j = 0; j < 64; ++j) word |= read_bit(f[rows[r + j].source], rows[r + j].row) << j;
+    std::memcpy(out, &word, sizeof word);
+    out += sizeof word;
+  }
+  if (r < n) {
+    uint64_t word = 0;
+    for (unsigned j = 0; r + j < n; ++j) word |= read_bit(f[rows[r + j].source], rows[r + j].row) << j;
+    std::memcpy(out, &word, sizeof word);
+  }
 }
 
 template <class T>
@@ -204,34 +215,24 @@ void gather_strings(std::span<const SourceColumn> src, Rows rows, const std::str
   out.data = bytes;
 }
 
-// The segments as one RowRef per row, or nothing when a segment's rows pass 2^32.
-std::vector<RowRef> row_refs(std::span<const Segment> segments, int64_t num_rows) {
-  std::vector<RowRef> refs;
+// The segments as one RowRef per row, in `refs`; false (refs untouched) when a segment's rows
+// pass 2^32.
+bool row_refs(std::span<const Segment> segments, int64_t num_rows, std::vector<RowRef>& refs) {
   for (const Segment& s : segments)
-    if (s.start + s.length > int64_t{std::numeric_limits<uint32_t>::max()}) return refs;
+    if (s.start + s.length > int64_t{std::numeric_limits<uint32_t>::max()}) return false;
   refs.resize(static_cast<size_t>(num_rows));
   RowRef* out = refs.data();
   for (const Segment& s : segments)
     for (int64_t i = s.start, e = s.start + s.length; i < e; ++i) *out++ = {s.source, static_cast<uint32_t>(i)};
-  return refs;
+  return true;
 }
 
-}  // namespace
-
-Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> sources,
-             std::span<const Segment> segments) {
-  int64_t num_rows = 0;
-  for (const Segment& s : segments) num_rows += s.length;
+// Copies rows (a span of Segment or of RowRef) column by column.
+template <class Rows>
+Batch gather_rows(std::shared_ptr<const Schema> schema, std::span<const Batch> sources, Rows rows, int64_t num_rows) {
   auto owned = std::make_shared<BatchMemory>();
   std::vector<Column> columns(schema->fields.size());
   const size_t bitmap_size = bitmap_words_bytes(num_rows);
-  // Segments of under two rows on average (inputs that interleave finely): row by row through an
-  // index made once for all columns. Longer ones: one copy per segment.
-  const std::vector<RowRef> refs =
-      static_cast<int64_t>(segments.size()) * 2 > num_rows ? row_refs(segments, num_rows) : std::vector<RowRef>();
-  const bool by_row = !refs.empty();
-  auto rows = [&](auto&& f) { return by_row ? f(std::span<const RowRef>(refs)) : f(segments); };
-
   for (size_t col = 0; col < columns.size(); ++col) {
     Column& out = columns[col];
     const std::vector<SourceColumn> src = resolve(sources, col);
@@ -241,7 +242,7 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
     for (const SourceColumn& c : src) any_nulls |= c.validity != nullptr;
     if (any_nulls) {
       uint8_t* validity = owned->allocate_zeroed(bitmap_size);
-      rows([&](auto r) { gather_bitmap(std::span(src), r, true, validity); });
+      gather_bitmap(std::span(src), rows, true, validity);
       out.null_count = count_zeros(validity, num_rows);
       out.validity = validity;
     }
@@ -250,32 +251,51 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
     switch (type.layout()) {
       case Layout::kBits: {
         uint8_t* bits = owned->allocate_zeroed(bitmap_size);
-        rows([&](auto r) { gather_bitmap(std::span(src), r, false, bits); });
+        gather_bitmap(std::span(src), rows, false, bits);
         out.values = bits;
         break;
       }
       case Layout::kFixed: {
         uint8_t* values = owned->allocate(static_cast<size_t>(num_rows) * type.byte_width());
-        rows([&](auto r) {
-          switch (type.byte_width()) {
-            case 1: gather_fixed(std::span(src), r, values); break;
-            case 2: gather_fixed(std::span(src), r, reinterpret_cast<uint16_t*>(values)); break;
-            case 4: gather_fixed(std::span(src), r, reinterpret_cast<uint32_t*>(values)); break;
-            default: gather_fixed(std::span(src), r, reinterpret_cast<uint64_t*>(values)); break;
-          }
-        });
+        switch (type.byte_width()) {
+          case 1: gather_fixed(std::span(src), rows, values); break;
+          case 2: gather_fixed(std::span(src), rows, reinterpret_cast<uint16_t*>(values)); break;
+          case 4: gather_fixed(std::span(src), rows, reinterpret_cast<uint32_t*>(values)); break;
+          default: gather_fixed(std::span(src), rows, reinterpret_cast<uint64_t*>(values)); break;
+        }
         out.values = values;
         break;
       }
       case Layout::kOffsets32:
-        rows([&](auto r) { gather_strings<int32_t>(std::span(src), r, schema->fields[col].name, num_rows, *owned, out); });
+        gather_strings<int32_t>(std::span(src), rows, schema->fields[col].name, num_rows, *owned, out);
         break;
       case Layout::kOffsets64:
-        rows([&](auto r) { gather_strings<int64_t>(std::span(src), r, schema->fields[col].name, num_rows, *owned, out); });
+        gather_strings<int64_t>(std::span(src), rows, schema->fields[col].name, num_rows, *owned, out);
         break;
     }
   }
   return Batch(std::move(schema), num_rows, std::move(columns), std::move(owned));
+}
+
+}  // namespace
+
+Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> sources,
+             std::span<const Segment> segments) {
+  int64_t num_rows = 0;
+  for (const Segment& s : segments) num_rows += s.length;
+  // Segments of under two rows on average (inputs that interleave finely): row by row through an
+  // index made once for all columns. The index lives in a buffer each thread keeps: a fresh one
+  // per batch (512 KiB for 65,536 rows) would be fresh pages the kernel zeroes at every call.
+  // gather() never calls itself, so one buffer per thread suffices.
+  thread_local std::vector<RowRef> refs;
+  if (static_cast<int64_t>(segments.size()) * 2 > num_rows && row_refs(segments, num_rows, refs)) {
+    return gather_rows(std::move(schema), sources, std::span<const RowRef>(refs), num_rows);
+  }
+  return gather_rows(std::move(schema), sources, segments, num_rows);
+}
+
+Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> sources, std::span<const RowRef> rows) {
+  return gather_rows(std::move(schema), sources, rows, static_cast<int64_t>(rows.size()));
 }
 
 GatherPlan::GatherPlan(std::shared_ptr<const Schema> s, std::vector<Batch> src, std::vector<Segment> segs)

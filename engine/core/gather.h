@@ -30,11 +30,24 @@ inline void append_row(std::vector<Segment>& segments, uint32_t source, int64_t 
   append_rows(segments, source, row, 1);
 }
 
+// One row of sources[source] (row < 2^32): a segment of one row. Inputs that interleave finely
+// make segments of a row or two; a gather through one RowRef per row costs no branch per segment
+// per column, where a loop over segments mispredicts each one's length once per column.
+struct RowRef {
+  uint32_t source;
+  uint32_t row;
+};
+
 // Copies the rows the segments name, in segment order, into one new batch that owns its buffers.
 // Every source must have `schema`'s layout. Works column by column so the type dispatch happens
 // once per column, not once per row. Throws pao::Error if a utf8 column would pass 2 GiB.
+// Segments of under two rows on average are copied row by row (through RowRefs made once for
+// all columns, in a buffer each thread keeps), longer ones a segment at a time.
 Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> sources,
              std::span<const Segment> segments);
+// The same for rows named one by one (a merge of finely interleaved inputs decides its order a
+// row at a time, so it writes RowRefs directly instead of segments).
+Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> sources, std::span<const RowRef> rows);
 
 // Rows of `sources` named by `segments`, not yet copied: a gather() decided by one thread and
 // carried out by others, each copying a range of the rows (gather_range). Immutable once made, so

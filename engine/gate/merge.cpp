@@ -157,9 +157,10 @@ struct Made {
 struct Part {
   std::vector<Span> spans;
   std::vector<Made> out;
-  // The batch being built: kept from region to region, so its memory is not touched for the
-  // first time (page faults) at every region.
-  std::vector<Segment> segments;
+  // The rows of the batch being built, one by one (inputs that interleave finely make runs of a
+  // row or two, which gather copies row by row anyway): kept from region to region, so its memory
+  // is not touched for the first time (page faults) at every region.
+  std::vector<RowRef> rows;
 };
 
 // The merge works region by region. A region is every row that is ready without pulling an input:
@@ -200,6 +201,7 @@ class Merge final : public BatchSource {
     // One input: every run is the whole batch, so each batch passes through untouched. Several:
     // only long runs are worth a separate (zero-copy) batch; short ones are gathered together.
     slice_rows_ = cursors_.size() == 1 ? 1 : std::max<int64_t>(2, options_.batch_size / 16);
+    gallop_after_ = std::min(kRowsBeforeGalloping, slice_rows_ - 1);
   }
 
   const std::shared_ptr<const Schema>& schema() const noexcept override { return schema_; }
@@ -296,6 +298,12 @@ class Merge final : public BatchSource {
         c.last = c.source->position();
         c.source.reset();
         return;
+      }
+      if (b->num_rows() > int64_t{std::numeric_limits<uint32_t>::max()}) {
+        // A merged row is named by a 32-bit row of its batch (RowRef).
+        throw Error(ErrorKind::kInvalidInput, "input " + std::to_string(options_.first_input + i) + " sent a batch of " +
+                                                  std::to_string(b->num_rows()) + " rows; the merge takes batches of at most " +
+                                                  "4,294,967,295 rows (split it)");
       }
       if (b->num_rows() > 0) {
         c.batch = std::move(*b);
@@ -400,10 +408,13 @@ class Merge final : public BatchSource {
 
     // Parts: one with one thread (batches of batch_size rows, as without parts); with more, enough
     // for every thread to take several, cut at rows of the widest input spread evenly over it.
+    // Parts merge in pairs (merge_pair), so a region of two parts' rows or more makes an even
+    // number of them, one thread too.
     size_t parts = 1;
     const auto live = std::count_if(region.begin(), region.end(), [](const Span& sp) { return sp.hi > sp.lo; });
-    if (options_.threads > 1 && live > 1) {
-      parts = static_cast<size_t>(std::clamp<int64_t>(rows / options_.part_rows, 1, 4 * int64_t{options_.threads}));
+    if (live > 1 && rows >= 2 * options_.part_rows) {
+      parts = options_.threads == 1 ? 2
+              : static_cast<size_t>(std::clamp<int64_t>(rows / options_.part_rows, 2, 4 * int64_t{options_.threads})) & ~size_t{1};
     }
     std::vector<Part>& cut = parts_;
     cut.resize(std::max(cut.size(), parts));
@@ -428,9 +439,11 @@ class Merge final : public BatchSource {
     for (uint32_t i = 0; i < k; ++i) sources[i] = cursors_[i].pos == cursors_[i].end ? cursors_[widest].batch : cursors_[i].batch;
     if (parts == 1) {
       merge_part(cut[0], sources);
+    } else if (options_.threads == 1) {
+      merge_pair(cut[0], cut[1], sources);
     } else {
       if (!pool_) pool_ = std::make_unique<sync::ForkJoin>(options_.threads - 1);
-      pool_->run(parts, [&](size_t p) { merge_part(cut[p], sources); });
+      pool_->run(parts / 2, [&](size_t q) { merge_pair(cut[2 * q], cut[2 * q + 1], sources); });
     }
     // Slices of one input batch that parts cut apart leave whole again (disjoint inputs pass
     // through as they would with one thread).
@@ -478,10 +491,8 @@ class Merge final : public BatchSource {
     return lo;
   }
 
-  // Merges one part into part.out: runs of at least slice_rows_ rows as zero-copy slices of their
-  // input's batch, the rest gathered into batches of up to batch_size rows. Reads the cursors and
-  // `sources` only (they stay as they are while a region's parts run), so parts run concurrently.
-  void merge_part(Part& part, const std::vector<Batch>& sources) const {
+  // The keys a part's rows play their tournament with: narrow when its times allow.
+  std::optional<NarrowKeys> narrow_keys(const Part& part) const {
     int64_t lo = std::numeric_limits<int64_t>::max();
     int64_t hi = std::numeric_limits<int64_t>::min();
     for (uint32_t i = 0; i < part.spans.size(); ++i) {
@@ -490,73 +501,156 @@ class Merge final : public BatchSource {
       lo = std::min(lo, cursors_[i].times[sp.lo]);
       hi = std::max(hi, cursors_[i].times[sp.hi - 1]);
     }
-    if (auto narrow = NarrowKeys::fit(lo, hi, leaves_for(part.spans.size()))) {
-      merge_part(*narrow, part, sources);
+    return NarrowKeys::fit(lo, hi, leaves_for(part.spans.size()));
+  }
+
+  // Merges one part into part.out (Lane). Reads the cursors and `sources` only (they stay as they
+  // are while a region's parts run), so parts run concurrently.
+  void merge_part(Part& part, const std::vector<Batch>& sources) const {
+    if (auto narrow = narrow_keys(part)) {
+      Lane<NarrowKeys> lane(*this, *narrow, part, sources);
+      while (lane.step()) {}
     } else {
-      merge_part(WideKeys{}, part, sources);
+      Lane<WideKeys> lane(*this, WideKeys{}, part, sources);
+      while (lane.step()) {}
     }
   }
 
-  template <class Keys>
-  void merge_part(const Keys& keys, Part& part, const std::vector<Batch>& sources) const {
-    using Key = typename Keys::Key;
-    const auto k = static_cast<uint32_t>(part.spans.size());
-    const uint32_t leaves = leaves_for(k);
-    std::vector<int64_t> pos(k);
-    std::vector<Key> first(k);
-    for (uint32_t i = 0; i < k; ++i) {
-      pos[i] = part.spans[i].lo;
-      first[i] = pos[i] < part.spans[i].hi ? keys.make(cursors_[i].times[pos[i]], i) : keys.last(leaves + i);
+  // Merges two parts at once, a row of each in turn. A lane's step is one chain of dependent
+  // loads and compares (the winner's input, its next time, the matches up the tree, the next
+  // winner), so a lane alone leaves the core waiting on latency; two independent chains in one
+  // loop fill that wait.
+  void merge_pair(Part& a, Part& b, const std::vector<Batch>& sources) const {
+    auto na = narrow_keys(a);
+    auto nb = narrow_keys(b);
+    if (na && nb) {
+      merge_lanes(Lane<NarrowKeys>(*this, *na, a, sources), Lane<NarrowKeys>(*this, *nb, b, sources));
+    } else {
+      merge_lanes(Lane<WideKeys>(*this, WideKeys{}, a, sources), Lane<WideKeys>(*this, WideKeys{}, b, sources));
     }
-    LoserTree<Keys> tree(keys, first);
-    std::vector<Segment>& segments = part.segments;
-    segments.clear();
-    int64_t rows = 0;
-    auto flush = [&] {
-      if (rows == 0) return;
-      part.out.push_back({gather(schema_, sources, segments)});
-      segments.clear();
-      rows = 0;
-    };
-    while (tree.live(tree.winner())) {
-      const uint32_t i = keys.order(tree.winner());
-      const int64_t hi = part.spans[i].hi;
-      // A new winner takes one row; if it wins again, the tree tells its runner-up and the rest of
-      // its run is found by galloping. Inputs that interleave finely never pay for galloping.
-      const Key* runner = tree.runner();
-      const int64_t end = runner == nullptr ? pos[i] + 1
-                          : tree.live(*runner) ? run_end(keys, cursors_[i].times, i, pos[i], hi, *runner)
-                                               : hi;
-      // Rows of this run already gathered just before (its first row) join a slice.
-      Segment* prev = segments.empty() ? nullptr : &segments.back();
-      const bool continues = prev != nullptr && prev->source == i && prev->start + prev->length == pos[i];
-      const int64_t start = continues ? prev->start : pos[i];
-      int64_t take;
-      if (end - start >= slice_rows_) {
-        if (continues) {
-          rows -= prev->length;
-          segments.pop_back();
-        }
-        flush();
-        part.out.push_back({sources[i].slice(start, end - start).with_schema(schema_), i, start, end - start});
-        take = end - pos[i];
-      } else {
-        take = std::min(end - pos[i], options_.batch_size - rows);
-        if (continues) prev->length += take; else segments.push_back(Segment{i, pos[i], take});
-        rows += take;
-        if (rows == options_.batch_size) flush();
-      }
-      pos[i] += take;
-      tree.replay(i, pos[i] < hi ? keys.make(cursors_[i].times[pos[i]], i) : tree.ended(i));
-    }
-    flush();
   }
+  template <class L>
+  static void merge_lanes(L&& x, L&& y) {
+    bool more_x = true;
+    bool more_y = true;
+    while (more_x && more_y) {
+      more_x = x.step();
+      more_y = y.step();
+    }
+    while (more_x) more_x = x.step();
+    while (more_y) more_y = y.step();
+  }
+
+  // Rows an input takes one at a time before the merge looks for the end of its run at once
+  // (gallop_after_: fewer when a run of that many rows leaves as a slice; none with one input).
+  static constexpr int64_t kRowsBeforeGalloping = 8;
+
+  // The merge of one part, a winner's rows per step: runs of at least slice_rows_ rows as
+  // zero-copy slices of their input's batch, the rest gathered into batches of up to batch_size
+  // rows, appended to part.out.
+  template <class Keys>
+  class Lane {
+   public:
+    using Key = typename Keys::Key;
+    Lane(const Merge& merge, const Keys& keys, Part& part, const std::vector<Batch>& sources)
+        : m_(merge), keys_(keys), part_(part), sources_(sources), k_(static_cast<uint32_t>(part.spans.size())),
+          pos_(k_), tree_(keys, first_keys(merge, keys, part)), rows_(part.rows) {
+      for (uint32_t i = 0; i < k_; ++i) pos_[i] = part.spans[i].lo;
+      last_ = k_;
+      int64_t part_rows = 0;
+      for (const Span& sp : part.spans) part_rows += sp.hi - sp.lo;
+      const int64_t most = std::min(part_rows, m_.options_.batch_size);
+      if (static_cast<int64_t>(rows_.size()) < most) rows_.resize(static_cast<size_t>(most));
+    }
+
+    // Takes the next winner's rows; false once the part is merged (its last batch made). Inlined
+    // into merge_lanes' loop, so the two lanes' steps are one stretch of code to schedule.
+    [[gnu::always_inline]] bool step() {
+      if (!tree_.live(tree_.winner())) {
+        flush();
+        return false;
+      }
+      const uint32_t i = keys_.order(tree_.winner());
+      const int64_t hi = part_.spans[i].hi;
+      const int64_t before = last_ == i ? trail_ : 0;  // rows of this run already in the batch
+      int64_t take = 1;
+      if (before < m_.gallop_after_) [[likely]] {
+        // A row at a time: inputs that interleave finely (runs of a row or two) take this path
+        // at every row, where asking the tree for the runner-up and galloping would cost a
+        // mispredicted branch at nearly every row.
+        rows_[static_cast<size_t>(n_++)] = {i, static_cast<uint32_t>(pos_[i])};
+        trail_ = before + 1;
+        last_ = i;
+        if (n_ == m_.options_.batch_size) flush();
+      } else {
+        // The input won gallop_after_ times in a row, so the last replay left its runner-up
+        // known (one input: it has none, and its rows are one run): the rest of its run is found
+        // by galloping up to that key.
+        const Key* runner = tree_.runner();
+        const int64_t end = runner == nullptr ? pos_[i] + 1
+                            : tree_.live(*runner) ? run_end(keys_, m_.cursors_[i].times, i, pos_[i], hi, *runner)
+                                                  : hi;
+        if (end - (pos_[i] - before) >= m_.slice_rows_) {
+          n_ -= before;
+          flush();
+          const int64_t start = pos_[i] - before;
+          part_.out.push_back({sources_[i].slice(start, end - start).with_schema(m_.schema_), i, start, end - start});
+          take = end - pos_[i];
+        } else {
+          take = std::min(end - pos_[i], m_.options_.batch_size - n_);
+          RowRef* out = rows_.data() + n_;
+          for (int64_t r = pos_[i]; r < pos_[i] + take; ++r) *out++ = {i, static_cast<uint32_t>(r)};
+          n_ += take;
+          trail_ = before + take;
+          if (n_ == m_.options_.batch_size) flush();
+        }
+      }
+      pos_[i] += take;
+      tree_.replay(i, pos_[i] < hi ? keys_.make(m_.cursors_[i].times[pos_[i]], i) : tree_.ended(i));
+      return true;
+    }
+
+   private:
+    static std::vector<Key> first_keys(const Merge& m, const Keys& keys, const Part& part) {
+      const auto k = static_cast<uint32_t>(part.spans.size());
+      const uint32_t leaves = leaves_for(k);
+      std::vector<Key> first(k);
+      for (uint32_t i = 0; i < k; ++i) {
+        const Span& sp = part.spans[i];
+        first[i] = sp.lo < sp.hi ? keys.make(m.cursors_[i].times[sp.lo], i) : keys.last(leaves + i);
+      }
+      return first;
+    }
+    [[gnu::noinline]] void flush() {
+      if (n_ > 0) {
+        part_.out.push_back({gather(m_.schema_, sources_, std::span<const RowRef>(rows_.data(), static_cast<size_t>(n_)))});
+      }
+      n_ = 0;
+      last_ = k_;
+      trail_ = 0;
+    }
+
+    const Merge& m_;
+    Keys keys_;
+    Part& part_;
+    const std::vector<Batch>& sources_;
+    uint32_t k_;
+    std::vector<int64_t> pos_;  // the next row of each input's span
+    LoserTree<Keys> tree_;
+    // rows_[0, n_): the batch being built. Its last trail_ rows are input last_'s rows just
+    // before pos_[last_] (a run that a slice may take over whole).
+    std::vector<RowRef>& rows_;
+    int64_t n_ = 0;
+    uint32_t last_;
+    int64_t trail_ = 0;
+  };
 
   MergeOptions options_;
   std::shared_ptr<const Schema> schema_;
   size_t time_index_ = 0;
   DataType time_type_;
   int64_t slice_rows_ = 1;
+  int64_t gallop_after_ = 0;
   std::vector<Cursor> cursors_;
   std::deque<Batch> ready_;  // the current region's batches not yet taken
   std::vector<Part> parts_;  // the current region's parts (the first `parts` of them)
