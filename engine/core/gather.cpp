@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "core/builder.h"
 #include "core/error.h"
 
 namespace pao {
@@ -305,7 +306,22 @@ GatherPlan::GatherPlan(std::shared_ptr<const Schema> s, std::vector<Batch> src, 
   for (const Segment& seg : segments) ends.push_back(rows += seg.length);
 }
 
+GatherPlan::GatherPlan(std::shared_ptr<const Schema> s, std::vector<Batch> src, std::vector<RowRef> r)
+    : schema(std::move(s)), sources(std::move(src)), refs(std::move(r)) {}
+
 Batch gather_range(const GatherPlan& plan, int64_t begin, int64_t end) {
+  if (begin == end) return empty_batch(plan.schema);
+  if (!plan.refs.empty()) {
+    const std::span<const RowRef> rows(plan.refs.data() + begin, static_cast<size_t>(end - begin));
+    // One source's consecutive rows (a run longer than the range): a slice. A look at each ref,
+    // against a gather's copying of every column of each row.
+    bool consecutive = true;
+    for (size_t i = 1; i < rows.size() && consecutive; ++i) {
+      consecutive = rows[i].source == rows[0].source && rows[i].row == rows[0].row + i;
+    }
+    if (consecutive) return plan.sources[rows[0].source].slice(rows[0].row, end - begin).with_schema(plan.schema);
+    return gather(plan.schema, plan.sources, rows);
+  }
   // The first segment ending after `begin` and the one holding row end - 1.
   const auto first = static_cast<size_t>(std::upper_bound(plan.ends.begin(), plan.ends.end(), begin) - plan.ends.begin());
   const auto last = static_cast<size_t>(std::lower_bound(plan.ends.begin(), plan.ends.end(), end) - plan.ends.begin());

@@ -49,19 +49,25 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
 // row at a time, so it writes RowRefs directly instead of segments).
 Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> sources, std::span<const RowRef> rows);
 
-// Rows of `sources` named by `segments`, not yet copied: a gather() decided by one thread and
-// carried out by others, each copying a range of the rows (gather_range). Immutable once made, so
-// any number of threads may read one plan at once.
+// Rows of `sources`, not yet copied: a gather() decided by one thread and carried out by others,
+// each copying a range of the rows (gather_range). Named by segments, or one by one (RowRefs) where
+// the rows interleave finely: a RowRef is a third of a Segment and needs no ends, and a range of
+// them is gathered without copying its part of the plan. Immutable once made, so any number of
+// threads may read one plan at once.
 struct GatherPlan {
   std::shared_ptr<const Schema> schema;
   std::vector<Batch> sources;
   std::vector<Segment> segments;
   std::vector<int64_t> ends;  // ends[s]: the rows of segments 0..s together
+  std::vector<RowRef> refs;   // or the rows one by one (then segments and ends are empty)
   GatherPlan(std::shared_ptr<const Schema> schema, std::vector<Batch> sources, std::vector<Segment> segments);
-  int64_t rows() const noexcept { return ends.empty() ? 0 : ends.back(); }
+  GatherPlan(std::shared_ptr<const Schema> schema, std::vector<Batch> sources, std::vector<RowRef> refs);
+  int64_t rows() const noexcept {
+    return !refs.empty() ? static_cast<int64_t>(refs.size()) : ends.empty() ? 0 : ends.back();
+  }
 };
-// Rows [begin, end) of `plan` as a batch: a zero-copy slice when they lie in one segment,
-// otherwise gathered.
+// Rows [begin, end) of `plan` as a batch: a zero-copy slice when they are consecutive rows of one
+// source, otherwise gathered.
 Batch gather_range(const GatherPlan& plan, int64_t begin, int64_t end);
 
 // The inverse placement: row j of sources[p] becomes row positions[p][j] of a new batch of `rows`

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/builder.h"
 #include "core/gather.h"
+#include "core/loser_tree.h"
 #include "gate/times.h"
 #include "ops/partitioned.h"
 
@@ -137,6 +138,135 @@ void MergedPorts::consume(const Run& run, int64_t rows) {
   refresh(run.port);
 }
 
+namespace {
+// Rows a port takes one at a time in drain() before its run's end is found by galloping up to the
+// runner-up: a row at a time costs no mispredicted branch where runs are a row or two long.
+constexpr int64_t kRowsBeforeGalloping = 8;
+constexpr uint32_t kNoSource = UINT32_MAX;
+// Where a port stands in drain(): in its queued batch qi, at row pos of end; the batch's index in
+// `sources` once a row of it was taken. Nothing is popped until the end, so the batches stay put.
+struct Cursor {
+  size_t qi = 0;
+  const int64_t* t = nullptr;
+  int64_t pos = 0;
+  int64_t end = 0;
+  uint32_t source = kNoSource;
+};
+}  // namespace
+
+template <class Keys>
+int64_t MergedPorts::drain_with(const Keys& keys, int64_t lo, int64_t hi, std::vector<Batch>& sources,
+                                std::vector<RowRef>& rows) {
+  using Key = typename Keys::Key;
+  const size_t k = ports_.size();
+  std::vector<Cursor> cur(k);
+  std::vector<uint32_t> port_of(k);  // the port of each rank: the tournament's leaves are ranks
+  size_t queued = 0;
+  for (size_t p = 0; p < k; ++p) {
+    port_of[rank_[p]] = static_cast<uint32_t>(p);
+    const Port& port = ports_[p];
+    if (port.queue.empty()) continue;
+    const Queued& q = port.queue.front();
+    cur[p] = {0, q.times.data(), q.next, q.batch.num_rows(), kNoSource};
+    for (const Queued& each : port.queue) queued += static_cast<size_t>(each.batch.num_rows() - each.next);
+  }
+  // At most every queued row: reserved (not touched) once, where growing by doubling copied the
+  // rows and touched fresh pages twice over.
+  rows.reserve(rows.size() + queued);
+  // Port p's key: its next queued row's, else its promise's (clamped into [lo - 1, hi + 1], see
+  // drain()), else, once it has ended, the key after every row.
+  const auto key_of = [&](size_t p, const LoserTree<Keys>* tree) -> Key {
+    const Cursor& c = cur[p];
+    if (c.pos < c.end) return keys.make(c.t[c.pos], rank_[p]);
+    if (ports_[p].ended) return tree != nullptr ? tree->ended(rank_[p]) : keys.last(leaves_for(k) + rank_[p]);
+    return keys.make(std::clamp(ports_[p].bound, lo - 1, hi + 1), rank_[p]);
+  };
+  std::vector<Key> first(k);
+  for (size_t p = 0; p < k; ++p) first[rank_[p]] = key_of(p, nullptr);
+  LoserTree<Keys> tree(keys, first);
+
+  uint32_t last = static_cast<uint32_t>(k);  // the rank that won the last match, and how often in a row
+  int64_t wins = 0;
+  int64_t runs = 0;  // runs of consecutive rows of one source taken
+  RowRef next_ref{kNoSource, 0};  // the ref that would continue the last run
+  for (;;) {
+    const Key w = tree.winner();
+    if (!tree.live(w)) break;  // every port has ended and was taken
+    const uint32_t r = keys.order(w);
+    const size_t p = port_of[r];
+    Cursor& c = cur[p];
+    // The least key is a promise: every queued row sorts after what that port may still send.
+    if (c.pos == c.end) break;
+    if (c.source == kNoSource) {
+      c.source = static_cast<uint32_t>(sources.size());
+      sources.push_back(ports_[p].queue[c.qi].batch);
+    }
+    wins = r == last ? wins + 1 : 1;
+    last = r;
+    int64_t take = 1;
+    if (wins > kRowsBeforeGalloping) {
+      // The port won that often in a row, so the last replay left its runner-up known: the rest
+      // of its run is the rows before that key (with one port there is none: all of them).
+      const Key* runner = tree.runner();
+      if (runner != nullptr && !tree.live(*runner)) {
+        take = c.end - c.pos;
+      } else if (runner != nullptr) {
+        const int64_t limit = keys.time(*runner);
+        const int64_t* first_row = c.t + c.pos;
+        const int64_t* stop = r < keys.order(*runner)
+                                  ? gallop(first_row, c.t + c.end, [limit](int64_t x) { return x <= limit; })
+                                  : gallop(first_row, c.t + c.end, [limit](int64_t x) { return x < limit; });
+        take = std::max<int64_t>(1, stop - first_row);
+      }
+    }
+    const RowRef ref{c.source, static_cast<uint32_t>(c.pos)};
+    runs += ref.source != next_ref.source || ref.row != next_ref.row;
+    for (int64_t i = 0; i < take; ++i) rows.push_back({c.source, static_cast<uint32_t>(c.pos + i)});
+    c.pos += take;
+    next_ref = {c.source, static_cast<uint32_t>(c.pos)};
+    if (c.pos == c.end && c.qi + 1 < ports_[p].queue.size()) {
+      const Queued& q = ports_[p].queue[++c.qi];
+      c = {c.qi, q.times.data(), q.next, q.batch.num_rows(), kNoSource};
+    }
+    tree.replay(r, key_of(p, &tree));
+  }
+  // What was taken leaves the queues.
+  for (size_t p = 0; p < k; ++p) {
+    Port& port = ports_[p];
+    if (port.queue.empty()) continue;
+    const Cursor& c = cur[p];
+    for (size_t i = 0; i < c.qi; ++i) port.queue.pop_front();
+    if (c.pos == c.end) {
+      port.queue.pop_front();
+    } else {
+      port.queue.front().next = c.pos;
+    }
+    refresh(p);
+  }
+  return runs;
+}
+
+int64_t MergedPorts::drain(std::vector<Batch>& sources, std::vector<RowRef>& rows) {
+  // The queued rows' times, [lo, hi]. Promises outside them are moved to lo - 1 or hi + 1, which
+  // orders them the same against every queued row, so the tournament's keys need only span
+  // [lo - 1, hi + 1]: narrow keys (one 64-bit compare a match) whenever that span fits.
+  int64_t lo = INT64_MAX;
+  int64_t hi = INT64_MIN;
+  for (const Port& port : ports_) {
+    if (port.queue.empty()) continue;
+    const Queued& q = port.queue.front();
+    lo = std::min(lo, q.times[static_cast<size_t>(q.next)]);
+    hi = std::max(hi, port.last);
+  }
+  if (lo > hi) return 0;  // nothing queued
+  if (lo > INT64_MIN && hi < INT64_MAX) {
+    if (const std::optional<NarrowKeys> narrow = NarrowKeys::fit(lo - 1, hi + 1, leaves_for(ports_.size()))) {
+      return drain_with(*narrow, lo, hi, sources, rows);
+    }
+  }
+  return drain_with(WideKeys{}, lo, hi, sources, rows);
+}
+
 int64_t MergedPorts::frontier() const {
   const Key least = *std::min_element(head_.begin(), head_.end());
   return least == kNone ? INT64_MAX : OrderKey::unpack(least).time;
@@ -213,10 +343,8 @@ class Union final : public MultiInputOperator {
   int64_t output_bound() const override { return merged_.frontier(); }
 
   Batch push(size_t port, const Batch& in, int64_t bound) override {
-    GatherPlan ready = push_plan(port, in, bound);
-    if (ready.segments.empty()) return empty_batch(output_);
-    if (ready.segments.size() == 1) return gather_range(ready, 0, ready.rows());  // one run: a zero-copy slice
-    return gather(output_, ready.sources, ready.segments);
+    const GatherPlan ready = push_plan(port, in, bound);
+    return gather_range(ready, 0, ready.rows());  // one run: a zero-copy slice
   }
 
   bool saves_state() const override { return true; }
@@ -225,24 +353,20 @@ class Union final : public MultiInputOperator {
 
   bool plans_output() const override { return true; }
   GatherPlan push_plan(size_t port, const Batch& in, int64_t bound) override {
+    if (static_cast<uint64_t>(in.num_rows()) > UINT32_MAX) {
+      throw Error(ErrorKind::kInvalidInput, "union's input " + std::to_string(port) + " sent a batch of " +
+                                                std::to_string(in.num_rows()) + " rows; at most 4,294,967,295 rows a batch");
+    }
     merged_.push(port, in, bound);
     std::vector<Batch> sources;
-    std::vector<const Batch*> source_of;  // sources[i] is a copy of the queued batch *source_of[i]
+    std::vector<RowRef> rows;
+    const int64_t runs = merged_.drain(sources, rows);
+    // Rows that interleave finely stay RowRefs; runs of two rows or more on average become
+    // segments, which gather a run at a time (and leave as slices where a range is one run).
+    if (runs * 2 > static_cast<int64_t>(rows.size())) return GatherPlan(output_, std::move(sources), std::move(rows));
     std::vector<Segment> segments;
-    while (std::optional<MergedPorts::Run> run = merged_.next()) {
-      // Every run of one queued batch shares one source, also when runs of the ports alternate
-      // (no push happens while draining, so a queued batch's address names it; a batch taken to
-      // its end is copied into `sources` first). A handful of batches are queued at a time: a
-      // linear search, where copying the batch per run cost an allocation per run.
-      const auto found = std::find(source_of.begin(), source_of.end(), run->batch);
-      const auto source = static_cast<uint32_t>(found - source_of.begin());
-      if (found == source_of.end()) {
-        sources.push_back(*run->batch);
-        source_of.push_back(run->batch);
-      }
-      segments.push_back({source, run->start, run->length});
-      merged_.consume(*run, run->length);
-    }
+    segments.reserve(static_cast<size_t>(runs));
+    for (const RowRef& r : rows) append_row(segments, r.source, r.row);
     return GatherPlan(output_, std::move(sources), std::move(segments));
   }
 

@@ -234,17 +234,23 @@ TEST(gather_range_equals_the_range_of_the_whole_gather) {
       segs.push_back({src, start, 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(n - start))});
     }
     const Batch whole = gather(sch, sources, segs);
-    const GatherPlan plan(sch, sources, segs);
-    REQUIRE(plan.rows() == whole.num_rows());
-    for (int k = 0; k < 10; ++k) {
-      const int64_t begin = static_cast<int64_t>(rng() % static_cast<uint64_t>(plan.rows()));
-      const int64_t end = begin + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(plan.rows() - begin));
-      const Batch got = gather_range(plan, begin, end);
-      REQUIRE(got.num_rows() == end - begin);
-      for (int64_t r = 0; r < got.num_rows(); ++r) {
-        CHECK_EQ(got.column(0).typed<int64_t>()[r], whole.column(0).typed<int64_t>()[begin + r]);
-        CHECK_EQ(got.column(1).is_valid(r), whole.column(1).is_valid(begin + r));
-        CHECK(string_at(got.column(1), sch->fields[1].type, r) == string_at(whole.column(1), sch->fields[1].type, begin + r));
+    // The same rows as segments and one by one (RowRefs): every range of either is those rows.
+    std::vector<RowRef> refs;
+    for (const Segment& seg : segs) {
+      for (int64_t r = seg.start; r < seg.start + seg.length; ++r) refs.push_back({seg.source, static_cast<uint32_t>(r)});
+    }
+    for (const GatherPlan& plan : {GatherPlan(sch, sources, segs), GatherPlan(sch, sources, refs)}) {
+      REQUIRE(plan.rows() == whole.num_rows());
+      for (int k = 0; k < 10; ++k) {
+        const int64_t begin = static_cast<int64_t>(rng() % static_cast<uint64_t>(plan.rows()));
+        const int64_t end = begin + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(plan.rows() - begin));
+        const Batch got = gather_range(plan, begin, end);
+        REQUIRE(got.num_rows() == end - begin);
+        for (int64_t r = 0; r < got.num_rows(); ++r) {
+          CHECK_EQ(got.column(0).typed<int64_t>()[r], whole.column(0).typed<int64_t>()[begin + r]);
+          CHECK_EQ(got.column(1).is_valid(r), whole.column(1).is_valid(begin + r));
+          CHECK(string_at(got.column(1), sch->fields[1].type, r) == string_at(whole.column(1), sch->fields[1].type, begin + r));
+        }
       }
     }
   }
