@@ -59,9 +59,10 @@ inline uint32_t leaves_for(size_t inputs) noexcept {
 // winner's key changes, replay() plays its leaf-to-root path again: one comparison per level,
 // written as selects so the unpredictable outcome costs no branch misprediction.
 //
-// The runner-up (the best key but the winner's) lost a match on the winner's path. When the
-// replayed input wins again, the losers it leaves on its path are exactly that path's, so their
-// minimum, taken on the way up, is the runner-up: runner_ is valid iff runner_valid_.
+// The runner-up (the best key but the winner's) lost its last match to the winner, at a node on
+// the winner's path, where it stays as that match's loser: runner() is the least loser on that
+// path, found when asked (log k loads) rather than tracked by every replay, since only a long run
+// of one input asks for it.
 template <class Keys>
 class LoserTree {
  public:
@@ -80,30 +81,28 @@ class LoserTree {
       tree_[n] = a < b ? b : a;
     }
     winner_ = winners[1];
-    // One leaf: there is no runner-up (~0 is not live), so its rows are one run. Several: the
-    // merge takes one row of the first winner, then replay() tells its runner-up.
-    runner_ = ~Key{0};
-    runner_valid_ = leaves_ == 1;
   }
 
   Key ended(uint32_t input) const noexcept { return keys_.last(leaves_ + input); }
   bool live(Key k) const noexcept { return keys_.order(k) < leaves_; }
   Key winner() const noexcept { return winner_; }
-  // The runner-up, if known (see above).
-  const Key* runner() const noexcept { return runner_valid_ ? &runner_ : nullptr; }
+  // The runner-up: the least key but the winner's (not live when every other input has ended;
+  // with one leaf there is none, and ~0 is not live either). The winner must be live.
+  Key runner() const noexcept {
+    Key runner = ~Key{0};
+    for (uint32_t node = (leaves_ + keys_.order(winner_)) >> 1; node >= 1; node >>= 1) {
+      runner = tree_[node] < runner ? tree_[node] : runner;
+    }
+    return runner;
+  }
 
   void replay(uint32_t input, Key key) noexcept {
-    Key runner = ~Key{0};
     for (uint32_t node = (leaves_ + input) >> 1; node >= 1; node >>= 1) {
       const Key other = tree_[node];
-      const Key loser = other < key ? key : other;
+      tree_[node] = other < key ? key : other;
       key = other < key ? other : key;
-      tree_[node] = loser;
-      runner = loser < runner ? loser : runner;
     }
     winner_ = key;
-    runner_ = runner;
-    runner_valid_ = keys_.order(key) == input;
   }
 
  private:
@@ -111,8 +110,6 @@ class LoserTree {
   uint32_t leaves_;
   std::vector<Key> tree_;
   Key winner_ = 1;
-  Key runner_ = 1;
-  bool runner_valid_ = false;
 };
 
 }  // namespace pao

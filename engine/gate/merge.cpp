@@ -480,13 +480,11 @@ class Merge final : public BatchSource {
         last_ = i;
         if (n_ == m_.options_.batch_size) flush();
       } else {
-        // The input won gallop_after_ times in a row, so the last replay left its runner-up
-        // known (one input: it has none, and its rows are one run): the rest of its run is found
-        // by galloping up to that key.
-        const Key* runner = tree_.runner();
-        const int64_t end = runner == nullptr ? pos_[i] + 1
-                            : tree_.live(*runner) ? run_end(keys_, m_.cursors_[i].times, i, pos_[i], hi, *runner)
-                                                  : hi;
+        // The input won gallop_after_ times in a row: the rest of its run is found by galloping
+        // up to the runner-up's key (one input: no runner-up, and its rows are one run).
+        const Key runner = tree_.runner();
+        const int64_t end =
+            tree_.live(runner) ? run_end(keys_, m_.cursors_[i].times, i, pos_[i], hi, runner) : hi;
         if (end - (pos_[i] - before) >= m_.slice_rows_) {
           n_ -= before;
           flush();

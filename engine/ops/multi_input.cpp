@@ -205,15 +205,15 @@ int64_t MergedPorts::drain_with(const Keys& keys, int64_t lo, int64_t hi, std::v
     last = r;
     int64_t take = 1;
     if (wins > kRowsBeforeGalloping) {
-      // The port won that often in a row, so the last replay left its runner-up known: the rest
-      // of its run is the rows before that key (with one port there is none: all of them).
-      const Key* runner = tree.runner();
-      if (runner != nullptr && !tree.live(*runner)) {
+      // The port won that often in a row: the rest of its run is the rows before the runner-up's
+      // key (all of them when every other port has ended and was taken, or there is one port).
+      const Key runner = tree.runner();
+      if (!tree.live(runner)) {
         take = c.end - c.pos;
-      } else if (runner != nullptr) {
-        const int64_t limit = keys.time(*runner);
+      } else {
+        const int64_t limit = keys.time(runner);
         const int64_t* first_row = c.t + c.pos;
-        const int64_t* stop = r < keys.order(*runner)
+        const int64_t* stop = r < keys.order(runner)
                                   ? gallop(first_row, c.t + c.end, [limit](int64_t x) { return x <= limit; })
                                   : gallop(first_row, c.t + c.end, [limit](int64_t x) { return x < limit; });
         take = std::max<int64_t>(1, stop - first_row);
