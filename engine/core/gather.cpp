@@ -18,6 +18,7 @@ struct SourceColumn {
   const void* values;
   const uint8_t* data;
   int64_t offset;
+  int64_t rows;
 };
 
 std::vector<SourceColumn> resolve(std::span<const Batch> sources, size_t col) {
@@ -25,7 +26,7 @@ std::vector<SourceColumn> resolve(std::span<const Batch> sources, size_t col) {
   out.reserve(sources.size());
   for (const Batch& b : sources) {
     const Column& c = b.column(col);
-    out.push_back({c.may_have_nulls() ? c.validity : nullptr, c.values, c.data, c.offset});
+    out.push_back({c.may_have_nulls() ? c.validity : nullptr, c.values, c.data, c.offset, b.num_rows()});
   }
   return out;
 }
@@ -183,15 +184,26 @@ int64_t string_bytes(const std::vector<const Offset*>& base, std::span<const Run
   }
   return total;
 }
+// `bytes` has kStringSlack bytes past the strings' total: a string of up to 16 bytes is copied
+// as 16 bytes, one move with no branch on its length (strings of varied short lengths mispredict
+// copy_bytes' branches), reading past it only where its source's strings go on that far.
+constexpr size_t kStringSlack = 16;
 template <class Offset, class Run>
 void copy_strings(const std::vector<const Offset*>& base, std::span<const SourceColumn> src,
                   std::span<const Run> runs, Offset* next, uint8_t* bytes) {
+  std::vector<Offset> ends(src.size());  // where each source's strings end: bytes before it are readable
+  for (size_t i = 0; i < src.size(); ++i) ends[i] = base[i][src[i].rows];
   Offset pos = 0;
   for (const Run& s : runs) {
     const Offset* offs = base[s.source] + start_of(s);
     const Offset first = offs[0];
     const auto len = static_cast<size_t>(offs[length_of(s)] - first);
-    copy_bytes(bytes + pos, src[s.source].data + first, len);
+    const uint8_t* from = src[s.source].data + first;
+    if (len <= 16 && int64_t{first} + 16 <= int64_t{ends[s.source]}) [[likely]] {
+      std::memcpy(bytes + pos, from, 16);
+    } else {
+      copy_bytes(bytes + pos, from, len);
+    }
     for (int64_t i = 1; i <= length_of(s); ++i) *next++ = pos + (offs[i] - first);
     pos += static_cast<Offset>(len);
   }
@@ -209,7 +221,7 @@ void gather_strings(std::span<const SourceColumn> src, Rows rows, const std::str
                 "pass a smaller batch_size or use large_string");
   }
   auto* offsets = reinterpret_cast<Offset*>(owned.allocate((num_rows + 1) * sizeof(Offset)));
-  uint8_t* bytes = owned.allocate(static_cast<size_t>(total));
+  uint8_t* bytes = owned.allocate(static_cast<size_t>(total) + kStringSlack);
   offsets[0] = 0;
   copy_strings(base, src, rows, offsets + 1, bytes);
   out.values = offsets;
