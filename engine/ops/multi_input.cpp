@@ -344,7 +344,7 @@ class Union final : public MultiInputOperator {
 
   Batch push(size_t port, const Batch& in, int64_t bound) override {
     const GatherPlan ready = push_plan(port, in, bound);
-    return gather_range(ready, 0, ready.rows());  // one run: a zero-copy slice
+    return gather_range(ready, 0, ready.rows());  // consecutive rows of one batch: a zero-copy slice
   }
 
   bool saves_state() const override { return true; }

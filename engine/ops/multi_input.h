@@ -84,11 +84,11 @@ class MergedPorts {
   // Takes the first `rows` rows of the run next() returned.
   void consume(const Run& run, int64_t rows);
   // Takes every ready row, in the merged order, as rows of `sources` appended to `rows`; each
-  // queued batch joins `sources` when its first row is taken. Returns the runs of consecutive rows
-  // of one batch among them. What next() and consume() do run by
-  // run, as one tournament of the ports (core/loser_tree.h) that plays a row at a time: inputs
-  // that interleave finely make runs of a row or two, where finding, describing and consuming
-  // each run cost several times the row's place in a loser tree.
+  // queued batch joins `sources` when its first row is taken. Returns how many runs of consecutive
+  // rows of one batch the rows make. What next() and consume() do run by run, as one tournament of
+  // the ports (core/loser_tree.h) that plays a row at a time: inputs that interleave finely make
+  // runs of a row or two, where finding, describing and consuming each run cost several times the
+  // row's place in a loser tree. Every queued batch must have fewer than 2^32 rows.
   int64_t drain(std::vector<Batch>& sources, std::vector<RowRef>& rows);
 
   // Every tuple still to be taken (queued or to come) has time >= frontier(); INT64_MAX once
@@ -126,8 +126,8 @@ class MergedPorts {
   using Key = OrderKey::Packed;
   static constexpr Key kNone = ~Key{0};
   void refresh(size_t p);
-  template <class Keys>
   // drain() with the queued rows' times in [lo, hi].
+  template <class Keys>
   int64_t drain_with(const Keys& keys, int64_t lo, int64_t hi, std::vector<Batch>& sources, std::vector<RowRef>& rows);
 
   std::vector<uint32_t> rank_;
