@@ -174,15 +174,17 @@ int64_t MergedPorts::drain_with(const Keys& keys, int64_t lo, int64_t hi, std::v
   // rows and touched fresh pages twice over.
   rows.reserve(rows.size() + queued);
   // Port p's key: its next queued row's, else its promise's (clamped into [lo - 1, hi + 1], see
-  // drain()), else, once it has ended, the key after every row.
-  const auto key_of = [&](size_t p, const LoserTree<Keys>* tree) -> Key {
+  // drain()), else, once it has ended, the key after every row (LoserTree::ended's: order
+  // leaves + rank).
+  const uint32_t leaves = leaves_for(k);
+  const auto key_of = [&](size_t p) -> Key {
     const Cursor& c = cur[p];
     if (c.pos < c.end) return keys.make(c.t[c.pos], rank_[p]);
-    if (ports_[p].ended) return tree != nullptr ? tree->ended(rank_[p]) : keys.last(leaves_for(k) + rank_[p]);
+    if (ports_[p].ended) return keys.last(leaves + rank_[p]);
     return keys.make(std::clamp(ports_[p].bound, lo - 1, hi + 1), rank_[p]);
   };
   std::vector<Key> first(k);
-  for (size_t p = 0; p < k; ++p) first[rank_[p]] = key_of(p, nullptr);
+  for (size_t p = 0; p < k; ++p) first[rank_[p]] = key_of(p);
   LoserTree<Keys> tree(keys, first);
 
   uint32_t last = static_cast<uint32_t>(k);  // the rank that won the last match, and how often in a row
@@ -228,7 +230,7 @@ int64_t MergedPorts::drain_with(const Keys& keys, int64_t lo, int64_t hi, std::v
       const Queued& q = ports_[p].queue[++c.qi];
       c = {c.qi, q.times.data(), q.next, q.batch.num_rows(), kNoSource};
     }
-    tree.replay(r, key_of(p, &tree));
+    tree.replay(r, key_of(p));
   }
   // What was taken leaves the queues.
   for (size_t p = 0; p < k; ++p) {
