@@ -660,7 +660,9 @@ bool Pipeline::dynamic_step(size_t index) {
 bool Pipeline::pump() {
   try {
     if (worker_step(0)) return true;
-    if (paused_.load(std::memory_order_relaxed)) return false;  // a cut under way (this thread's own)
+    // A cut under way (this thread's own). Acquire, as the ingress's check: after a cut on another
+    // thread, its reads of the sources come before this pump's reads of new input.
+    if (paused_.load(std::memory_order_acquire)) return false;
     return inflight_.load(std::memory_order_relaxed) < static_cast<int64_t>(max_inflight_) && ingress_step();
   } catch (...) {
     fail(std::current_exception());

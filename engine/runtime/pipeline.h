@@ -363,7 +363,9 @@ class Pipeline : public BatchSource {
   // when nothing is in flight). Its decrements release, so the cut's acquire load of 0 sees every
   // operator's writes. finishers_ counts try_finish calls past their check of paused_ (a Dekker
   // pair with paused_, both seq_cst). ingress_mutex_ is held around each ingress step, so a cut
-  // that took it after setting paused_ knows no step is under way.
+  // that took it after setting paused_ knows no step is under way; the cut reads the sources after
+  // letting go of that lock, so the ingress (and pump()) load paused_ with acquire, which the
+  // resume's store of false releases: the cut's reads happen before the next step's writes.
   std::atomic<bool> paused_{false};
   std::atomic<int64_t> finishers_{0};
   std::mutex ingress_mutex_;

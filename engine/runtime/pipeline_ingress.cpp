@@ -31,9 +31,11 @@ void Pipeline::ingress_main() {
       if (stop_.load(std::memory_order_relaxed)) return;
       {
         // A cut (cut()) sets paused_, then takes this lock: a step under way ends first, and no
-        // step begins until the cut is done.
+        // step begins until the cut is done. Acquire: the cut reads the sources' positions after
+        // it let go of this lock, and its resume (the release store of false) must order those
+        // reads before this step's writes to the same sources.
         std::unique_lock lock(ingress_mutex_);
-        if (paused_.load(std::memory_order_relaxed)) {
+        if (paused_.load(std::memory_order_acquire)) {
           lock.unlock();
           work_.wait(work_.value(), std::chrono::microseconds(200));
           continue;
