@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/prefetch.h"
 #include "core/values.h"
 
 namespace pao {
@@ -323,9 +324,9 @@ void KeyTable::ids(const Batch& batch, std::span<const int64_t> rows, std::vecto
         const uint64_t v = bulk_values_[i + kPrefetchAhead];
         if (dense_on_) {
           const uint64_t d = v - dense_lo_;
-          if (d < dense_.size()) __builtin_prefetch(&dense_[static_cast<size_t>(d)]);
+          if (d < dense_.size()) pao::prefetch(&dense_[static_cast<size_t>(d)]);
         } else {
-          __builtin_prefetch(&slots_[static_cast<size_t>((v * 0x9E3779B97F4A7C15ULL) >> 20) & (slots_.size() - 1)]);
+          pao::prefetch(&slots_[static_cast<size_t>((v * 0x9E3779B97F4A7C15ULL) >> 20) & (slots_.size() - 1)]);
         }
       }
       if (nullable && !c.is_valid(rows[i])) {
@@ -380,7 +381,7 @@ void KeyTable::ids(const Batch& batch, std::span<const int64_t> rows, std::vecto
   if (slots_.empty()) rehash_encoded(1024);
   for (size_t i = 0; i < n; ++i) {
     if (i + kPrefetchAhead < n) {
-      __builtin_prefetch(&slots_[static_cast<size_t>(bulk_values_[i + kPrefetchAhead]) & (slots_.size() - 1)]);
+      pao::prefetch(&slots_[static_cast<size_t>(bulk_values_[i + kPrefetchAhead]) & (slots_.size() - 1)]);
     }
     const size_t begin = i == 0 ? 0 : bulk_ends_[i - 1];
     const std::string_view key(scratch_.data() + begin, bulk_ends_[i] - begin);

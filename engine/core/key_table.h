@@ -55,8 +55,10 @@ class KeyTable {
   void ids(const Batch& batch, std::span<const int64_t> rows, std::vector<uint32_t>& out);
   // How many rows ahead ids() requests table entries, and the keyed operators their per-key
   // state: enough to overlap several misses, few enough that the lines are still cached when
-  // their row comes.
-  static constexpr size_t kPrefetchAhead = 8;
+  // their row comes. A lookup costs a few ns besides its miss, so 8 rows ahead (the old value)
+  // was under one memory latency: on the sessions pipeline (10M clicks, 1M users, 1 worker)
+  // sessionize took 35.5-36.4 ns per tuple at 8, 20.6-24.3 at 32, 17.7-20.7 at 64.
+  static constexpr size_t kPrefetchAhead = 32;
   // The id of row `row`'s key if the table has it, without adding it. Const: several threads may
   // call it at once while nobody calls id() (a lookup table built once, then read).
   std::optional<uint32_t> find(const Batch& batch, int64_t row) const;

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/gather.h"
 #include "core/key_table.h"
+#include "core/prefetch.h"
 #include "ops/partitioned.h"
 
 namespace pao::ops {
@@ -667,7 +668,7 @@ class AsofJoin final : public StreamJoin {
       for (size_t i = 0; i < n; ++i) {
         if (i + KeyTable::kPrefetchAhead < n) {
           const uint32_t ahead = ids_[i + KeyTable::kPrefetchAhead];
-          if (ahead < latest_.size()) __builtin_prefetch(&latest_[ahead]);
+          if (ahead < latest_.size()) pao::prefetch(&latest_[ahead]);
         }
         const uint32_t key = ids_[i];
         const Latest* r = key < latest_.size() && latest_[key].batch != kNone ? &latest_[key] : nullptr;

@@ -6,6 +6,7 @@
 
 #include "ops/partitioned.h"
 #include "core/key_table.h"
+#include "core/prefetch.h"
 #include "core/values.h"
 
 namespace pao::ops {
@@ -44,7 +45,7 @@ struct KeyedPart {
   }
   // Requests the state of the row KeyTable::kPrefetchAhead places after row i from memory.
   void prefetch(size_t i) const {
-    if (i + KeyTable::kPrefetchAhead < ids.size()) __builtin_prefetch(&states[ids[i + KeyTable::kPrefetchAhead]]);
+    if (i + KeyTable::kPrefetchAhead < ids.size()) pao::prefetch(&states[ids[i + KeyTable::kPrefetchAhead]]);
   }
 };
 
@@ -217,7 +218,7 @@ class LagDelta final : public AppendingOperator<PreviousPart> {
       const int64_t r = rows[i];
       const uint32_t key = part.ids[i];
       if (const size_t ahead = i + KeyTable::kPrefetchAhead; ahead < rows.size())
-        __builtin_prefetch(&part.previous[static_cast<size_t>(part.ids[ahead]) * n]);
+        pao::prefetch(&part.previous[static_cast<size_t>(part.ids[ahead]) * n]);
       if (time_) part.times.check(key, *time_, in, r);
       Previous* previous = &part.previous[static_cast<size_t>(key) * n];
       for (size_t j = 0; j < n; ++j) {
@@ -453,7 +454,7 @@ class Running final : public AppendingOperator<RunningPart> {
     if (part.epochs.size() < part.keys.size()) part.epochs.resize(std::max(part.keys.size(), 2 * part.epochs.size()));
     part.restarts.resize(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
-      if (i + KeyTable::kPrefetchAhead < rows.size()) __builtin_prefetch(&part.epochs[part.ids[i + KeyTable::kPrefetchAhead]]);
+      if (i + KeyTable::kPrefetchAhead < rows.size()) pao::prefetch(&part.epochs[part.ids[i + KeyTable::kPrefetchAhead]]);
       KeyEpoch& k = part.epochs[part.ids[i]];
       const int64_t e = signed_at(c, type, rows[i]);
       part.restarts[i] = k.seen && k.value != e;

@@ -7,6 +7,7 @@
 
 #include "core/builder.h"
 #include "core/error.h"
+#include "core/prefetch.h"
 #include "core/values.h"
 #include "core/gather.h"
 #include "core/key_table.h"
@@ -526,7 +527,7 @@ class KeyedWindows final : public Operator {
       // A key's state is data-dependent: requested a few rows ahead, as the key table's entries.
       if (i + KeyTable::kPrefetchAhead < rows.size()) {
         const uint32_t ahead = p.ids[i + KeyTable::kPrefetchAhead];
-        if (ahead < p.state.size()) __builtin_prefetch(&p.state[ahead]);
+        if (ahead < p.state.size()) pao::prefetch(&p.state[ahead]);
       }
       const int64_t row = rows[i];
       const int64_t t = time_.at(in, row);

@@ -12,6 +12,7 @@
 #include "core/builder.h"
 #include "core/exact_sum.h"
 #include "core/order_key.h"
+#include "core/prefetch.h"
 
 namespace pao::window {
 
@@ -94,7 +95,7 @@ class AggStates {
   size_t size() const noexcept { return cells_.size(); }
   // Asks for slot `slot`'s state to be brought into the cache (slot < size()): a caller walking
   // slots in a data-dependent order requests a few ahead, so their misses overlap.
-  void prefetch(uint32_t slot) const noexcept { __builtin_prefetch(&cells_[slot]); }
+  void prefetch(uint32_t slot) const noexcept { pao::prefetch(&cells_[slot]); }
   // A slot's state as text, and back into a fresh slot (a checkpoint's window states,
   // docs/checkpoints.md, "The format"): space-separated decimal fields, per function
   //   count: n;  integer sum: n u (the wrapped sum's bits);  integer mean: n hi lo (the 128-bit sum);
