@@ -94,8 +94,15 @@ class AggStates {
   void merge_all(const AggStates& from, const uint32_t* to, size_t n);
   size_t size() const noexcept { return cells_.size(); }
   // Asks for slot `slot`'s state to be brought into the cache (slot < size()): a caller walking
-  // slots in a data-dependent order requests a few ahead, so their misses overlap.
-  void prefetch(uint32_t slot) const noexcept { pao::prefetch(&cells_[slot]); }
+  // slots in a data-dependent order requests a few ahead, so their misses overlap. Both ends of
+  // the 48-byte cell: half of the cells straddle two cache lines, and a float sum reads and a
+  // reset writes all of it (the sessions pipeline's running, 2 workers: 73.8-79.2 ns per tuple
+  // with the first line requested, 57.5-62.6 with both).
+  void prefetch(uint32_t slot) const noexcept {
+    const char* c = reinterpret_cast<const char*>(&cells_[slot]);
+    pao::prefetch(c);
+    pao::prefetch(c + sizeof(Cell) - 1);
+  }
   // A slot's state as text, and back into a fresh slot (a checkpoint's window states,
   // docs/checkpoints.md, "The format"): space-separated decimal fields, per function
   //   count: n;  integer sum: n u (the wrapped sum's bits);  integer mean: n hi lo (the 128-bit sum);
