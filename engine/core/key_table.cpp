@@ -145,6 +145,23 @@ uint32_t KeyTable::packed_id(const Column& c, int64_t row) {
   return value_id(key_order_value(types_[0], c, row));
 }
 
+void KeyTable::adopt(const Batch& batch, std::span<const int64_t> rows, std::span<const uint32_t> ids) {
+  const auto disagree = [&](size_t i) {
+    throw Error(ErrorKind::kUsage, "key tables of a fused chain disagree at row " + std::to_string(rows[i]) +
+                                       ": given id " + std::to_string(ids[i]) + ", " + std::to_string(size()) +
+                                       " keys here");
+  };
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (ids[i] < size()) {
+#ifndef NDEBUG
+      if (find(batch, rows[i]) != std::optional<uint32_t>(ids[i])) disagree(i);
+#endif
+      continue;
+    }
+    if (ids[i] != size() || id(batch, rows[i]) != ids[i]) disagree(i);
+  }
+}
+
 uint32_t KeyTable::value_id(uint64_t v) {
   if (dense_on_) {
     const uint64_t i = v - dense_lo_;  // wraps to a large value below dense_lo_

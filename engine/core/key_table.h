@@ -59,6 +59,11 @@ class KeyTable {
   // was under one memory latency: on the sessions pipeline (10M clicks, 1M users, 1 worker)
   // sessionize took 35.5-36.4 ns per tuple at 8, 20.6-24.3 at 32, 17.7-20.7 at 64.
   static constexpr size_t kPrefetchAhead = 32;
+  // Keyed fusion (ops/operator.h, KeyedRows): ids[i] is the id another table over the same key
+  // columns gave rows[i], fed the same rows in the same order as this one; this table takes in
+  // the keys new to it (ids[i] == size()) and so keeps agreeing, without looking up the others
+  // (a debug build checks them). Throws kUsage where the tables disagree.
+  void adopt(const Batch& batch, std::span<const int64_t> rows, std::span<const uint32_t> ids);
   // The id of row `row`'s key if the table has it, without adding it. Const: several threads may
   // call it at once while nobody calls id() (a lookup table built once, then read).
   std::optional<uint32_t> find(const Batch& batch, int64_t row) const;

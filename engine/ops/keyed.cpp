@@ -81,7 +81,14 @@ void check_gap(int64_t gap, const std::string& op) {
 
 // --- sessionize -------------------------------------------------------------------------------
 
-class Sessionize final : public AppendingOperator<KeyedPart<Session>> {
+// Sessionize's part: per key its Session, and per row of the last call whether it opened one
+// (keyed_rows(): the epoch of a running fused after it).
+struct SessionPart : KeyedPart<Session> {
+  std::vector<uint8_t> opens;
+  using KeyedPart<Session>::KeyedPart;
+};
+
+class Sessionize final : public AppendingOperator<SessionPart> {
  public:
   Sessionize(std::shared_ptr<const Schema> input, std::vector<std::string> keys, std::string time, int64_t gap,
              std::string name)
@@ -108,30 +115,35 @@ class Sessionize final : public AppendingOperator<KeyedPart<Session>> {
     std::vector<ColumnBuilder> added = builders_of({of(TypeId::kInt64)});
     auto* out = reinterpret_cast<int64_t*>(added[0].append_fixed_n(static_cast<int64_t>(rows.size())));
     part.lookup(in, rows);
+    part.opens.resize(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
       const int64_t r = rows[i];
       part.prefetch(i);
       Session& s = part.states[part.ids[i]];
       const int64_t t = time_.at(in, r);
       if (s.number >= 0 && t < s.last) time_.went_back(r, t, s.last);
-      s.advance(t, gap_);
+      part.opens[i] = s.advance(t, gap_);
       out[i] = s.number;
     }
     return appended(rows, added);
   }
+  // The key ids, and the rows that opened a session: the session number changed there, or the
+  // key starts.
+  KeyedRows keyed_rows(size_t partition) const override {
+    const SessionPart& part = *this->parts()[partition];
+    return {part.ids, part.opens};
+  }
 
  private:
-  std::unique_ptr<KeyedPart<Session>> new_part() const override {
-    return std::make_unique<KeyedPart<Session>>(*input_, keys_);
-  }
+  std::unique_ptr<SessionPart> new_part() const override { return std::make_unique<SessionPart>(*input_, keys_); }
   bool saves_key_state() const override { return true; }
-  std::string save_key(const KeyedPart<Session>& part, uint32_t id) const override {
+  std::string save_key(const SessionPart& part, uint32_t id) const override {
     StateWriter w;
     w.put(part.states[id].last);
     w.put(part.states[id].number);
     return std::move(w.out);
   }
-  void load_key(KeyedPart<Session>& part, uint32_t id, StateReader& in) const override {
+  void load_key(SessionPart& part, uint32_t id, StateReader& in) const override {
     Session& s = part.loaded(id);
     s.last = in.get();
     s.number = in.get();
@@ -401,25 +413,50 @@ class Running final : public AppendingOperator<RunningPart> {
 
   Batch process_appended(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
     RunningPart& part = this->part(partition, in);
-    std::vector<ColumnBuilder> added;
-    for (const window::AggStates& a : prototypes_) added.emplace_back(a.output_type());
     part.keys.ids(in, rows, part.ids);
-    const size_t keys = part.keys.size();
     if (time_) {
       for (size_t i = 0; i < rows.size(); ++i) part.times.check(part.ids[i], *time_, in, rows[i]);
     }
     if (epoch_) mark_restarts(part, in, rows);
+    return aggregate(part, in, rows, epoch_ ? part.restarts.data() : nullptr);
+  }
+  // Fused after the operator whose epoch keys it (sessionize; ops/fused.h): that operator's key
+  // ids and new-epoch rows stand for this one's lookups and epoch comparisons. The new-epoch rows
+  // are the rows whose epoch differs from the key's previous row's, where mark_restarts() would
+  // restart, and each key's first, where restarting the fresh slot changes nothing. The key table
+  // takes in the keys new to it, so it keeps agreeing; the keys' epochs (`epochs`) are not kept,
+  // since in the chain every restart comes from the operator before (a store per row, a cache
+  // line of its own: running took 51.8-54.5 ns per tuple with it, 46.4-48.3 without, on the
+  // sessions pipeline at 2 workers). A checkpoint of the chain restores into the same chain (the
+  // runtime checks the stages' names), where they stay unread.
+  Batch process_appended_given(const Batch& in, std::span<const int64_t> rows, size_t partition,
+                               const KeyedRows& given) override {
+    if (!epoch_ || time_ || given.ids.size() != rows.size() || given.new_epoch.size() != rows.size()) {
+      return process_appended(in, rows, partition);
+    }
+    RunningPart& part = this->part(partition, in);
+    part.keys.adopt(in, rows, given.ids);
+    part.ids.assign(given.ids.begin(), given.ids.end());
+    return aggregate(part, in, rows, given.new_epoch.data());
+  }
+
+ private:
+  // The aggregates' columns for the rows whose key ids are in part.ids, restarting each key's
+  // slots where `restarts` (per row; null: nowhere) says.
+  Batch aggregate(RunningPart& part, const Batch& in, std::span<const int64_t> rows, const uint8_t* restarts) {
+    std::vector<ColumnBuilder> added;
+    for (const window::AggStates& a : prototypes_) added.emplace_back(a.output_type());
+    const size_t keys = part.keys.size();
     // Aggregate by aggregate over the rows (the rows of one key stay in order, which is all a
     // running state needs): one column read and one state vector at a time.
     for (size_t j = 0; j < part.aggs.size(); ++j) {
       window::AggStates& a = part.aggs[j];
       if (keys > a.size()) a.resize(std::max<size_t>({16, 2 * a.size(), keys}));
-      a.run_indexed(part.ids.data(), in, rows.data(), epoch_ ? part.restarts.data() : nullptr, rows.size(), added[j]);
+      a.run_indexed(part.ids.data(), in, rows.data(), restarts, rows.size(), added[j]);
     }
     return appended(rows, added);
   }
 
- private:
   std::unique_ptr<RunningPart> new_part() const override {
     return std::make_unique<RunningPart>(*input_, keys_, prototypes_);
   }

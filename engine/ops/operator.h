@@ -141,6 +141,31 @@ class Operator {
     (void)partition;
     return {};
   }
+  // Keyed fusion (ops/fused.h): partitioned appending operators over the same key, fused into
+  // one task, hand each other what they learnt of a piece's rows instead of learning it again.
+  // The key ids are those of the first operator's key table for the partition; a table numbers
+  // keys in order of first appearance, so a later operator's own table, fed the same rows of the
+  // same partition in the same order, gives every key the same id. `new_epoch` (an operator with
+  // an epoch_column(), else empty): per row, its epoch differs from its key's previous row's, or
+  // the row is its key's first.
+  struct KeyedRows {
+    std::span<const uint32_t> ids;
+    std::span<const uint8_t> new_epoch;
+  };
+  // What the last process_appended() call on `partition` learnt of its rows (valid until the
+  // next call on that partition; called by the worker that made it). Empty: nothing to hand on.
+  virtual KeyedRows keyed_rows(size_t partition) const {
+    (void)partition;
+    return {};
+  }
+  // process_appended() for an operator that follows another of the same key in a fused chain,
+  // given that one's keyed_rows() for the same rows: the same result and state, found with fewer
+  // lookups where the operator knows how to use them.
+  virtual Batch process_appended_given(const Batch& in, std::span<const int64_t> rows, size_t partition,
+                                       const KeyedRows& given) {
+    (void)given;
+    return process_appended(in, rows, partition);
+  }
   // Stateful operators whose output waits on the stream's time (windows, sessions) say true, and
   // advance(bound) returns what is due once no tuple earlier than `bound` will come (a heartbeat,
   // reaching them as a pulse: runtime/pipeline.h): exactly what a tuple at `bound` would release

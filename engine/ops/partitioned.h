@@ -242,6 +242,7 @@ class PartitionedOperator : public Operator {
 
   // Every partition's state: for an operator that saves its state in its own form (pairs).
   std::vector<std::unique_ptr<Part>>& parts() noexcept { return parts_; }
+  const std::vector<std::unique_ptr<Part>>& parts() const noexcept { return parts_; }
 
   std::shared_ptr<const Schema> input_;
   std::shared_ptr<const Schema> output_;

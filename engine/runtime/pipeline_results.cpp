@@ -149,15 +149,21 @@ PipelineStats Pipeline::stats() const {
   for (const auto& st : stages_) {
     if (st->fused != nullptr) {
       // A fused chain reports each of its operators; the scheduling figures are the chain's.
-      for (size_t k = 0; k < st->fused->ops().size(); ++k) {
+      // The chain's time outside its operators' calls (routing its output, merging a keyed
+      // chain's pieces) goes to its last operator, which an unfused run would charge for it.
+      const size_t members = st->fused->ops().size();
+      int64_t inside = 0;
+      for (size_t k = 0; k < members; ++k) inside += st->fused->counts(k).busy_ns;
+      const int64_t outside = std::max<int64_t>(0, st->busy_ns.load(std::memory_order_relaxed) - inside);
+      for (size_t k = 0; k < members; ++k) {
         const ops::FusedChain::Counts c = st->fused->counts(k);
         OperatorStats o;
         o.number = st->number + k;
         o.name = st->fused->ops()[k]->name();
-        o.kind = ops::OpKind::kStateless;
+        o.kind = st->fused->ops()[k]->kind();
         o.tuples_in = c.tuples_in;
         o.tuples_out = c.tuples_out;
-        o.busy_ns = c.busy_ns;
+        o.busy_ns = c.busy_ns + (k + 1 == members ? outside : 0);
         o.morsels = st->morsels.load(std::memory_order_relaxed);
         o.queued = k == 0 ? st->queued_rows.load(std::memory_order_relaxed) : 0;
         o.max_parallelism = st->max_parallelism;

@@ -262,10 +262,12 @@ Plan plan(const Graph& g, bool fuse) {
     p.shuffles.push_back({static_cast<size_t>(from), r, to.key});
   }
 
-  // Fusion: runs of stateless operators of one region.
+  // Fusion: runs of stateless operators of one region, and runs of partitioned operators that
+  // append columns over the same key (ops::FusedChain::keyed_fusible).
   if (fuse) {
     for (const Region& r : p.regions) {
       std::vector<size_t> run;
+      bool keyed = false;  // the run's kind
       auto close = [&] {
         if (run.size() >= 2) {
           for (size_t m : run) p.fused_of[m] = static_cast<int>(p.fused.size());
@@ -273,12 +275,30 @@ Plan plan(const Graph& g, bool fuse) {
         }
         run.clear();
       };
+      auto ops_of = [&](const std::vector<size_t>& nodes) {
+        std::vector<ops::OperatorPtr> out;
+        for (size_t m : nodes) out.push_back(g.nodes[m].op);
+        return out;
+      };
       for (size_t m : r.nodes) {
         const ops::Operator& op = *g.nodes[m].op;
-        const bool fusible = op.kind() == ops::OpKind::kStateless && op.max_parallelism() == 0;
-        if (!fusible) {
-          close();
+        if (op.kind() == ops::OpKind::kPartitioned) {
+          // Every operator of a keyed run takes the chain's input rows, so any of them may name a
+          // row: no may_fail() rule here. A run that cannot grow closes (unfused if of one).
+          std::vector<size_t> longer = run;
+          longer.push_back(m);
+          if (!keyed || !ops::FusedChain::keyed_fusible(ops_of(longer))) {
+            close();
+            keyed = true;
+          }
+          run.push_back(m);
           continue;
+        }
+        const bool fusible = op.kind() == ops::OpKind::kStateless && op.max_parallelism() == 0;
+        if (!fusible || keyed) {
+          close();
+          keyed = false;
+          if (!fusible) continue;
         }
         if (!run.empty() && op.may_fail()) close();  // it may name a row: it starts its own run
         run.push_back(m);

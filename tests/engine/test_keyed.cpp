@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "keyed_fixtures.h"
+#include "ops/fused.h"
 #include "unit.h"
 
 // --- Differential tests -------------------------------------------------------------------------
@@ -182,6 +183,49 @@ TEST(running_keyed_by_epoch_equals_running_per_key_and_session) {
       CHECK(ops::make_running(sd.schema(), with_session, aggs, "t")->keyed_by_epoch(with_session, "session") == nullptr);
       CHECK(make()->keyed_by_epoch(keys, "session") == nullptr);
     }
+  });
+}
+
+// A keyed fused chain (ops/fused.h): sessionize, running keyed by its epoch and lag over the same
+// keys, one operator on the same pieces, the later ones given the first one's key ids and new
+// sessions. Its output equals the three run one after the other over whole batches, on any
+// partitions and morsels (in a debug build, KeyTable::adopt and running check every given id
+// and new session against their own lookups).
+TEST(a_keyed_fused_chain_equals_its_operators_run_one_after_another) {
+  // Fixed-width results only in the middle (FusedChain::keyed_fusible); the last member may
+  // append strings.
+  const std::vector<AggSpec> aggs{agg("n", AggKind::kCount, ""), agg("s_vf", AggKind::kSum, "vf"),
+                                  agg("f_vl", AggKind::kFirst, "vl"), agg("hi_vg", AggKind::kMax, "vg")};
+  for_inputs(12, 6, [&](const Batch& d, const auto& keys, const auto& ids, auto& rng, const std::string& what) {
+    if (d.num_rows() == 0) return;
+    std::vector<int64_t> all(static_cast<size_t>(d.num_rows()));
+    for (size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int64_t>(r);
+    std::vector<std::string> with_session = keys;
+    with_session.push_back("session");
+    auto chain = [&] {
+      const ops::OperatorPtr sessions = ops::make_sessionize(d.schema(), keys, "t", 2, "session");
+      const ops::OperatorPtr runs =
+          ops::make_running(sessions->output_schema(), with_session, aggs, "t")->keyed_by_epoch(keys, "session");
+      return std::vector<ops::OperatorPtr>{sessions, runs,
+                                           ops::make_lag(runs->output_schema(), keys, {"vf", "session", "vs"}, "_prev")};
+    };
+    // The model: each operator over the whole batch, on one partition.
+    Batch cur = d;
+    Out model;
+    const std::vector<ops::OperatorPtr> unfused = chain();
+    for (size_t i = 0; i < unfused.size(); ++i) {
+      if (i + 1 == unfused.size()) {
+        model = one_at_a_time(unfused[i], cur);
+      } else {
+        unfused[i]->set_partitions(1);
+        cur = unfused[i]->process_rows(cur, all, 0).batch;
+      }
+    }
+    REQUIRE(ops::FusedChain::keyed_fusible(chain()));
+    auto make = [&]() -> ops::OperatorPtr { return std::make_shared<ops::FusedChain>(chain()); };
+    CHECK(make()->kind() == ops::OpKind::kPartitioned);
+    CHECK_EQ(make()->output_schema()->to_string(), unfused.back()->output_schema()->to_string());
+    check(make, model, d, ids, rng, "sessionize+running+lag, " + what);
   });
 }
 

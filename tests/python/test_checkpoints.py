@@ -243,8 +243,10 @@ def clicks(seed: int, inputs: int = 2, rows: int = 3000) -> list[pa.Table]:
 
 
 def chain(inputs: list[pa.Table]) -> po.Pipeline:
+    # sessionize and both runnings fuse into one keyed chain (the first running keyed by the
+    # session epoch, taking sessionize's key ids and new sessions): its state is restored too.
     return (po.Pipeline(inputs, time="t").filter(po.col("v") > -8).sessionize("k", gap=5)
-            .running("k", {"n": po.count(), "s": po.sum("v")}))
+            .running(["k", "session"], {"n": po.count(), "s": po.sum("v")}).running("k", {"m": po.count()}))
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -30,6 +30,7 @@ CONFIGS = [
     dict(threads=2, scheduler="ct", partitioning="hybrid"),
     dict(threads=2, push_down=False, morsel=2),  # several inputs merged before every operator
     dict(threads="auto", morsel=4),  # elastic: workers above the level wait
+    dict(threads=2, fuse=False, morsel=6),  # every operator its own task, keyed ones included
     dict(threading="manual", morsel=3),  # the reader's thread runs everything
     dict(threading="dedicated", morsel=5),  # a thread per operator
     dict(threading="dynamic", threads=3, morsel=6),  # the free-list scheduler
@@ -274,7 +275,10 @@ def test_threading_models():
     assert po.run(graph, threading="dynamic", threads=2).to_arrow() == ordered
     dedicated = po.run(graph, threading="dedicated")
     assert dedicated.to_arrow() == ordered
-    assert dedicated.stats()["threads"] == len(dedicated.stats()["operators"])
+    # A thread per stage: a fused chain (here sessionize+running) is one.
+    chains = po.plan(graph)["fused"]
+    stages = len(dedicated.stats()["operators"]) - sum(len(chain) - 1 for chain in chains)
+    assert chains and dedicated.stats()["threads"] == stages
 
 
 def test_result_converts_to_arrow_and_polars_without_copying():
