@@ -28,7 +28,9 @@
 // Fusion (section 3, PEs): within a region, each run of consecutive stateless operators runs as
 // one task (ops::FusedChain), except operators limited to fewer workers (map_batches) and an
 // operator that may fail on a row's values after the first of a run (so an error still names the
-// row of that operator's own input).
+// row of that operator's own input). Beyond the paper, each run of consecutive partitioned
+// operators that append columns over the same key runs as one keyed chain
+// (ops::FusedChain::keyed_fusible; ops/fused.h argues why the output is the same).
 #include <cstdint>
 #include <string>
 #include <vector>
