@@ -32,6 +32,23 @@ class Pipelines:
         self.pipeline.run(threads=threads).to_arrow()
 
 
+class KeyedFusion:
+    """The sessions pipeline (sessionize then running per session, over 1,000,000 tuples in 1 input, 2 threads) with
+    its two partitioned operators fused into one keyed chain (the default) and each run on its own (fuse=False)."""
+
+    params = ([True, False],)
+    param_names = ["fuse"]
+    timeout = 300
+    number = 1
+    repeat = (3, 5, 30.0)
+
+    def setup(self, fuse):
+        self.pipeline = bench_pipelines.engine_pipeline("sessions", _inputs(1))
+
+    def time_sessions(self, fuse):
+        self.pipeline.run(threads=2, fuse=fuse).to_arrow()
+
+
 @functools.cache
 def _graph(query: str):
     from benchmarks import graphs

@@ -13,5 +13,8 @@ def test_every_query_prints_its_ratio_and_snapshots():
                          capture_output=True, text=True, check=True, timeout=300).stdout
     rows = [line.strip("|").split("|") for line in out.splitlines() if line.startswith(("| k", "| W"))]
     assert [r[0].strip() for r in rows] == ["k-OI", "W-OI"]
-    assert all(number(c) > 0 for r in rows for c in r[1:6])
+    # Rates, ratio and snapshot count are positive; a snapshot's mean size prints as 0.0 MiB when the
+    # snapshots fell where few windows were open (the producers' timing decides where they fall).
+    assert all(number(c) > 0 for r in rows for c in r[1:5]), out
+    assert all(number(r[5]) >= 0 for r in rows), out
     assert "checked equal" in out
