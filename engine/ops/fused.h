@@ -11,9 +11,9 @@
 // order, under the same partition, which is what it would see unfused (its rows would be routed
 // by the same key to the same partition, in arrival order), so its state and output are the
 // same. In between the first one's appended columns are laid out at the piece's rows of a
-// morsel-long column, so the second reads them as input columns; and the first hands on what it
-// learnt of the rows (Operator::keyed_rows: key ids, new epochs), so the second need not look
-// its keys up again. The piece merge and the routing between them are gone.
+// morsel-long column, so the second reads them as input columns; and each hands the next what it
+// learnt of the rows (Operator::keyed_rows: key ids, new epochs), so the next need not look its
+// keys up again. The piece merge and the routing between them are gone.
 #include <atomic>
 #include <cstdint>
 #include <memory>

@@ -18,6 +18,19 @@ DataType of(TypeId id) {
   return t;
 }
 
+// The key ids of rows `rows` into `ids`: looked up in `keys`, or in a keyed fused chain
+// (ops/fused.h) the ids the operator before gave the same rows (`given`, whose ids are this
+// table's too: KeyTable::adopt takes in the new keys).
+void key_ids(KeyTable& keys, const Batch& in, std::span<const int64_t> rows, const Operator::KeyedRows* given,
+             std::vector<uint32_t>& ids) {
+  if (given != nullptr && given->ids.size() == rows.size()) {
+    keys.adopt(in, rows, given->ids);
+    ids.assign(given->ids.begin(), given->ids.end());
+    return;
+  }
+  keys.ids(in, rows, ids);
+}
+
 // A partition's key table and one `State` per key id.
 template <class State>
 struct KeyedPart {
@@ -33,9 +46,9 @@ struct KeyedPart {
     if (id >= states.size()) states.resize(static_cast<size_t>(id) + 1);  // amortized: resize grows geometrically
     return states[id];
   }
-  // The key ids of rows `rows` into `ids` (KeyTable::ids), each with a state (fresh for a new key).
-  void lookup(const Batch& in, std::span<const int64_t> rows) {
-    keys.ids(in, rows, ids);
+  // The key ids of rows `rows` into `ids` (key_ids), each with a state (fresh for a new key).
+  void lookup(const Batch& in, std::span<const int64_t> rows, const Operator::KeyedRows* given = nullptr) {
+    key_ids(keys, in, rows, given, ids);
     if (keys.size() > states.size()) states.resize(keys.size());
   }
   // The state of key `id`, which the key table gave just now (a checkpoint's load).
@@ -111,10 +124,17 @@ class Sessionize final : public AppendingOperator<SessionPart> {
   }
 
   Batch process_appended(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
+    return sessions(in, rows, partition, nullptr);
+  }
+  Batch process_appended_given(const Batch& in, std::span<const int64_t> rows, size_t partition,
+                               const KeyedRows& given) override {
+    return sessions(in, rows, partition, &given);
+  }
+  Batch sessions(const Batch& in, std::span<const int64_t> rows, size_t partition, const KeyedRows* given) {
     auto& part = this->part(partition, in);
     std::vector<ColumnBuilder> added = builders_of({of(TypeId::kInt64)});
     auto* out = reinterpret_cast<int64_t*>(added[0].append_fixed_n(static_cast<int64_t>(rows.size())));
-    part.lookup(in, rows);
+    part.lookup(in, rows, given);
     part.opens.resize(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
       const int64_t r = rows[i];
@@ -220,11 +240,20 @@ class LagDelta final : public AppendingOperator<PreviousPart> {
   }
 
   Batch process_appended(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
+    return previous(in, rows, partition, nullptr);
+  }
+  Batch process_appended_given(const Batch& in, std::span<const int64_t> rows, size_t partition,
+                               const KeyedRows& given) override {
+    return previous(in, rows, partition, &given);
+  }
+  KeyedRows keyed_rows(size_t partition) const override { return {this->parts()[partition]->ids, {}}; }
+
+  Batch previous(const Batch& in, std::span<const int64_t> rows, size_t partition, const KeyedRows* given) {
     PreviousPart& part = this->part(partition, in);
     const size_t n = columns_.size();
     std::vector<ColumnBuilder> added;
     for (size_t j = 0; j < n; ++j) added.emplace_back(output_->fields[input_->fields.size() + j].type);
-    part.keys.ids(in, rows, part.ids);
+    key_ids(part.keys, in, rows, given, part.ids);
     if (part.keys.size() * n > part.previous.size()) part.previous.resize(part.keys.size() * n);  // new keys: none valid
     for (size_t i = 0; i < rows.size(); ++i) {
       const int64_t r = rows[i];
@@ -420,25 +449,28 @@ class Running final : public AppendingOperator<RunningPart> {
     if (epoch_) mark_restarts(part, in, rows);
     return aggregate(part, in, rows, epoch_ ? part.restarts.data() : nullptr);
   }
-  // Fused after the operator whose epoch keys it (sessionize; ops/fused.h): that operator's key
-  // ids and new-epoch rows stand for this one's lookups and epoch comparisons. The new-epoch rows
-  // are the rows whose epoch differs from the key's previous row's, where mark_restarts() would
-  // restart, and each key's first, where restarting the fresh slot changes nothing. The key table
-  // takes in the keys new to it, so it keeps agreeing; the keys' epochs (`epochs`) are not kept,
-  // since in the chain every restart comes from the operator before (a store per row, a cache
-  // line of its own: running took 51.8-54.5 ns per tuple with it, 46.4-48.3 without, on the
-  // sessions pipeline at 2 workers). A checkpoint of the chain restores into the same chain (the
-  // runtime checks the stages' names), where they stay unread.
+  // In a keyed fused chain (ops/fused.h) the operator before's key ids stand for this one's
+  // lookups, and when it is the operator whose epoch keys this one (sessionize), its new-epoch
+  // rows stand for the epoch comparisons: they are the rows whose epoch differs from the key's
+  // previous row's, where mark_restarts() would restart, and each key's first, where restarting
+  // the fresh slot changes nothing. The keys' epochs (`epochs`) are then not kept, since every
+  // restart comes from the operator before (a store per row, a cache line of its own: running
+  // took 51.8-54.5 ns per tuple with it, 46.4-48.3 without, on the sessions pipeline at 2
+  // workers). A checkpoint of the chain restores into the same chain (the runtime checks the
+  // stages' names), where they stay unread.
   Batch process_appended_given(const Batch& in, std::span<const int64_t> rows, size_t partition,
                                const KeyedRows& given) override {
-    if (!epoch_ || time_ || given.ids.size() != rows.size() || given.new_epoch.size() != rows.size()) {
-      return process_appended(in, rows, partition);
-    }
     RunningPart& part = this->part(partition, in);
-    part.keys.adopt(in, rows, given.ids);
-    part.ids.assign(given.ids.begin(), given.ids.end());
-    return aggregate(part, in, rows, given.new_epoch.data());
+    key_ids(part.keys, in, rows, &given, part.ids);
+    if (time_) {
+      for (size_t i = 0; i < rows.size(); ++i) part.times.check(part.ids[i], *time_, in, rows[i]);
+    }
+    if (!epoch_) return aggregate(part, in, rows, nullptr);
+    if (given.new_epoch.size() == rows.size()) return aggregate(part, in, rows, given.new_epoch.data());
+    mark_restarts(part, in, rows);
+    return aggregate(part, in, rows, part.restarts.data());
   }
+  KeyedRows keyed_rows(size_t partition) const override { return {this->parts()[partition]->ids, {}}; }
 
  private:
   // The aggregates' columns for the rows whose key ids are in part.ids, restarting each key's

@@ -143,9 +143,9 @@ class Operator {
   }
   // Keyed fusion (ops/fused.h): partitioned appending operators over the same key, fused into
   // one task, hand each other what they learnt of a piece's rows instead of learning it again.
-  // The key ids are those of the first operator's key table for the partition; a table numbers
-  // keys in order of first appearance, so a later operator's own table, fed the same rows of the
-  // same partition in the same order, gives every key the same id. `new_epoch` (an operator with
+  // The key ids are those of the operator's key table for the partition; a table numbers keys in
+  // order of first appearance, so every member's table, fed the same rows of the same partition
+  // in the same order, gives every key the same id. `new_epoch` (an operator with
   // an epoch_column(), else empty): per row, its epoch differs from its key's previous row's, or
   // the row is its key's first.
   struct KeyedRows {

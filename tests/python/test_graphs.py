@@ -269,6 +269,10 @@ def test_partitioned_operators_of_one_key_fuse_and_equal_unfused_runs():
     ops = result.stats()["operators"]
     assert [o["name"] for o in ops] == ["sessionize", "running", "lag", "delta"]
     assert all(o["fused"] and o["kind"] == "partitioned" and o["tuples_in"] == n and o["busy_ns"] > 0 for o in ops)
+    # lag first: sessionize and running take its key ids.
+    r = po.Pipeline(t, time="ts").lag("k", ["v"]).sessionize("k", gap=20).running("k", {"n": po.count()})
+    assert "fused: 0+1+2 (lag+sessionize+running)" in r.explain()
+    assert r.run(threads=2, morsel=33).to_arrow().equals(r.run(threads=1, fuse=False).to_arrow())
     # A string column appended by lag cannot be laid out for a later operator: the chain stops there.
     s = pa.table({"ts": [1, 2, 3], "k": [1, 1, 2], "name": ["a", "b", "c"]})
     q = po.Pipeline(s, time="ts").lag("k", ["name"]).sessionize("k", gap=1).running("k", {"n": po.count()})
