@@ -441,13 +441,7 @@ class Running final : public AppendingOperator<RunningPart> {
   }
 
   Batch process_appended(const Batch& in, std::span<const int64_t> rows, size_t partition) override {
-    RunningPart& part = this->part(partition, in);
-    part.keys.ids(in, rows, part.ids);
-    if (time_) {
-      for (size_t i = 0; i < rows.size(); ++i) part.times.check(part.ids[i], *time_, in, rows[i]);
-    }
-    if (epoch_) mark_restarts(part, in, rows);
-    return aggregate(part, in, rows, epoch_ ? part.restarts.data() : nullptr);
+    return totals(in, rows, partition, nullptr);
   }
   // In a keyed fused chain (ops/fused.h) the operator before's key ids stand for this one's
   // lookups, and when it is the operator whose epoch keys this one (sessionize), its new-epoch
@@ -460,13 +454,18 @@ class Running final : public AppendingOperator<RunningPart> {
   // stages' names), where they stay unread.
   Batch process_appended_given(const Batch& in, std::span<const int64_t> rows, size_t partition,
                                const KeyedRows& given) override {
+    return totals(in, rows, partition, &given);
+  }
+  Batch totals(const Batch& in, std::span<const int64_t> rows, size_t partition, const KeyedRows* given) {
     RunningPart& part = this->part(partition, in);
-    key_ids(part.keys, in, rows, &given, part.ids);
+    key_ids(part.keys, in, rows, given, part.ids);
     if (time_) {
       for (size_t i = 0; i < rows.size(); ++i) part.times.check(part.ids[i], *time_, in, rows[i]);
     }
     if (!epoch_) return aggregate(part, in, rows, nullptr);
-    if (given.new_epoch.size() == rows.size()) return aggregate(part, in, rows, given.new_epoch.data());
+    if (given != nullptr && given->ids.size() == rows.size() && given->new_epoch.size() == rows.size()) {
+      return aggregate(part, in, rows, given->new_epoch.data());
+    }
     mark_restarts(part, in, rows);
     return aggregate(part, in, rows, part.restarts.data());
   }
