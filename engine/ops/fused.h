@@ -64,8 +64,11 @@ class FusedChain final : public Operator {
   // atomics, tallies that order nothing.
   Batch process(const Batch& in) override;
 
-  // A keyed chain: the operators' appended columns side by side, the partition's calls in
-  // arrival order as for any partitioned operator.
+  // A keyed chain: the operators' appended columns side by side. The runtime calls it as any
+  // partitioned operator: one call at a time per partition, in arrival order, different
+  // partitions concurrently; the members keep their state per partition, so the chain needs no
+  // lock, and what a member hands the next (keyed_rows) is its partition's, read within the same
+  // call.
   const std::shared_ptr<const Schema>* appended_schema() const override { return keyed_ ? &appended_ : nullptr; }
   Batch process_appended(const Batch& in, std::span<const int64_t> rows, size_t partition) override;
   Piece process_rows(const Batch& in, std::span<const int64_t> rows, size_t partition) override;
