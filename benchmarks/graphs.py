@@ -57,7 +57,6 @@ import pyarrow.compute as pc
 
 import pyarrow_ops as po
 from benchmarks.pipeline import Equal, _machine, rate, ratio, table, verdict
-from benchmarks.timing import settle
 from pyarrow_ops import col
 
 ROWS = 10_000_000
@@ -171,13 +170,11 @@ Outputs = dict[str, pa.Table]
 
 def rounds(contenders: Mapping[str, Callable[[], Outputs]], repeat: int,
            equals: Mapping[str, Equal]) -> dict[str, float]:
-    """Best seconds per contender over `repeat` interleaved rounds, each run started on a quiet machine
-    (benchmarks.timing.settle); every output of every run is checked by the Equal of its name (the first
-    contender's first run is the reference)."""
+    """Best seconds per contender over `repeat` interleaved rounds; every output of every run is checked by
+    the Equal of its name (the first contender's first run is the reference)."""
     best = {name: float("inf") for name in contenders}
     for _ in range(repeat):
         for name, run in contenders.items():
-            settle()
             start = clock.perf_counter()
             out = run()
             best[name] = min(best[name], clock.perf_counter() - start)

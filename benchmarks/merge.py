@@ -4,8 +4,7 @@
 
 The machine is shared and noisy, so what counts is the ratio between tools measured together,
 not absolute numbers: the contenders run in interleaved rounds (the engine on one thread, the
-engine on --threads threads, Polars on its own pool), each run after a short idle
-(benchmarks.timing.settle), and each keeps its best round.
+engine on --threads threads, Polars on its own pool), and each keeps its best round.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-from benchmarks.timing import settle
 from pyarrow_ops.datasets import smart_meter_readings
 from pyarrow_ops.merge import merge
 
@@ -83,7 +81,6 @@ def compare_merge(
         best = {name: float("inf") for name in contenders}
         for _ in range(repeat):
             for name, fn in contenders.items():
-                settle()
                 best[name] = min(best[name], _seconds(fn))
         out.append(
             MergeComparison(
