@@ -12,12 +12,6 @@ namespace pao::ops {
 
 namespace {
 
-std::vector<std::string> key_names(const Operator& op) {
-  std::vector<std::string> out;
-  for (size_t c : op.key_columns()) out.push_back(op.input_schema()->fields[c].name);
-  return out;
-}
-
 // `in` with `added` (one row per row of `rows`) after its columns, laid out at those rows of
 // columns as long as `in`: the next operator of a keyed chain reads them as input columns at
 // the same rows. Rows of `in` outside `rows` hold no value there (other partitions' rows, which

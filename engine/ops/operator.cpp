@@ -6,6 +6,12 @@
 
 namespace pao::ops {
 
+std::vector<std::string> key_names(const Operator& op) {
+  std::vector<std::string> out;
+  for (size_t c : op.key_columns()) out.push_back(op.input_schema()->fields[c].name);
+  return out;
+}
+
 const char* kind_name(OpKind k) noexcept {
   switch (k) {
     case OpKind::kStateless: return "stateless";

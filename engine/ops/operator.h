@@ -196,6 +196,10 @@ class Operator {
 
 using OperatorPtr = std::shared_ptr<Operator>;
 
+// The names of `op`'s key columns (key_columns() in its input schema), in key order: what the
+// planner compares to form keyed regions and keyed fused chains.
+std::vector<std::string> key_names(const Operator& op);
+
 // Lineage for running a pipeline in pieces (pyarrow_ops.spark.run): `inner`, a partitioned
 // operator whose output lacks the int64 input column `column`, with that column appended: for each
 // output row the value of the input row that produced it (Piece::source_rows), null for rows that

@@ -236,9 +236,7 @@ nb::dict operator_data(const ops::Operator& op, bool sequential) {
   d["description"] = op.describe();
   d["kind"] = ops::kind_name(op.kind());
   d["selectivity"] = ops::selectivity_name(op.selectivity());
-  std::vector<std::string> keys;
-  for (size_t c : op.key_columns()) keys.push_back(op.input_schema()->fields[c].name);
-  d["keys"] = keys;
+  d["keys"] = ops::key_names(op);
   d["max_parallelism"] = sequential || op.kind() == ops::OpKind::kStateful ? size_t{1} : op.max_parallelism();
   d["output_schema"] = import_schema(schema_capsule(*op.output_schema()));
   return d;

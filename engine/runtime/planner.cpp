@@ -30,12 +30,6 @@ const char* ordering_name(Ordering o) noexcept {
 
 namespace {
 
-std::vector<std::string> key_names(const ops::Operator& op) {
-  std::vector<std::string> out;
-  for (size_t c : op.key_columns()) out.push_back(op.input_schema()->fields[c].name);
-  return out;
-}
-
 // Stateless, or keyed by a known key; one input.
 bool parallelizable(const GraphNode& n) {
   if (!n.op || n.inputs.size() != 1 || dynamic_cast<const ops::MultiInputOperator*>(n.op.get()) != nullptr) {
@@ -118,11 +112,6 @@ bool narrows(const ops::Operator& op) {
 }  // namespace
 
 Graph key_by_epochs(Graph g) {
-  auto names = [](const ops::Operator& op) {
-    std::vector<std::string> out;
-    for (size_t c : op.key_columns()) out.push_back(op.input_schema()->fields[c].name);
-    return out;
-  };
   for (GraphNode& n : g.nodes) {
     if (!n.op || n.inputs.size() != 1) continue;
     const GraphNode& from = g.nodes[n.inputs[0]];
@@ -130,7 +119,7 @@ Graph key_by_epochs(Graph g) {
     const std::optional<std::string> epoch = from.op->epoch_column();
     if (!epoch) continue;
     // The operator's keys must be the epoch's keys plus the epoch: it checks that itself.
-    if (ops::OperatorPtr keyed = n.op->keyed_by_epoch(names(*from.op), *epoch)) n.op = std::move(keyed);
+    if (ops::OperatorPtr keyed = n.op->keyed_by_epoch(ops::key_names(*from.op), *epoch)) n.op = std::move(keyed);
   }
   return g;
 }
@@ -223,7 +212,7 @@ Plan plan(const Graph& g, bool fuse) {
     }
     Region r;
     r.nodes.push_back(i);
-    if (node.op->kind() == ops::OpKind::kPartitioned) r.key = key_names(*node.op);
+    if (node.op->kind() == ops::OpKind::kPartitioned) r.key = ops::key_names(*node.op);
     size_t cur = i;
     while (const std::optional<size_t> only = consumers.only(cur)) {
       const size_t c = *only;
@@ -231,7 +220,7 @@ Plan plan(const Graph& g, bool fuse) {
       if (!parallelizable(next)) break;
       std::vector<std::string> key = r.key;
       if (next.op->kind() == ops::OpKind::kPartitioned) {
-        key = r.key.empty() ? key_names(*next.op) : intersect(r.key, key_names(*next.op));
+        key = r.key.empty() ? ops::key_names(*next.op) : intersect(r.key, ops::key_names(*next.op));
         if (key.empty()) break;
         // The split routes by the key at the region's entry: every operator before this one must
         // hand it on unchanged, so this one sees the values the split routed by.
