@@ -94,7 +94,7 @@ int64_t count_set(const uint8_t* bits, int64_t n) {
   for (; i + 64 <= n; i += 64) {
     uint64_t w;
     std::memcpy(&w, bits + i / 8, 8);
-    count += std::popcount(w);
+    count += popcount(w);
   }
   for (; i < n; ++i) count += get_bit(bits, i);
   return count;

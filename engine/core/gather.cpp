@@ -1,10 +1,12 @@
 #include "core/gather.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "core/builder.h"
 #include "core/error.h"
@@ -80,7 +82,7 @@ int64_t count_zeros(const uint8_t* bitmap, int64_t bits) {
   for (size_t w = 0, n = bitmap_words_bytes(bits) / 8; w < n; ++w) {
     uint64_t word;
     std::memcpy(&word, bitmap + w * 8, sizeof word);
-    ones += std::popcount(word);
+    ones += popcount(word);
   }
   return bits - ones;
 }
@@ -147,6 +149,123 @@ void gather_bitmap(std::span<const SourceColumn> src, std::span<const RowRef> ro
   }
 }
 
+// Rows one by one that take each source's rows in order, one after another, as a merge does: each
+// source gives a range of consecutive rows. Its strings' bytes are then a range too (their total is
+// known from the ranges' ends, not summed row by row), and its bitmaps gather by bit deposits
+// instead of a read per row. An output word of 64 rows takes from each source a run
+// of consecutive bits (its next ones), which go to the word's bits whose rows come from that
+// source, its mask. A run of all ones is the mask itself, a run of all zeros is nothing, and only
+// a mixed run is deposited bit by bit; sparse nulls and rare flags (the usual case) make nearly
+// every run uniform, so a bitmap costs a few operations per source per 64 rows. The masks are
+// made once per gather, in one pass over the rows that also checks their order, and serve every
+// bitmap column (each validity, each bool column) of the batch.
+class InOrderRows {
+ public:
+  // Sources beyond this many go row by row (the masks take words * sources words).
+  static constexpr size_t kMaxSources = 64;
+
+  // Plans `rows` of `sources` sources: false (nothing planned) when they do not take each
+  // source's rows in order, one after another, or have more than kMaxSources sources.
+  bool plan(std::span<const RowRef> rows, size_t sources) {
+    if (sources == 0 || sources > kMaxSources) return false;
+    const size_t k = k_ = sources;
+    const size_t n = rows.size();
+    words_ = (n + 63) / 64;
+    masks_.assign(words_ * k, 0);
+    std::array<uint32_t, kMaxSources> next;  // 1 + the row each source gave last; 0 before its first
+    next.fill(0);
+    bool in_order = true;
+    for (size_t w = 0; w < words_; ++w) {
+      uint64_t* masks = masks_.data() + w * k;
+      const RowRef* r = rows.data() + w * 64;
+      const size_t m = std::min<size_t>(64, n - w * 64);
+      for (size_t b = 0; b < m; ++b) {
+        const uint32_t source = r[b].source;
+        const uint32_t expect = next[source];
+        in_order &= (expect == r[b].row) | (expect == 0);  // no branch: the answer is needed once
+        next[source] = r[b].row + 1;  // rows are below 2^32 - 1 (gather's callers: batches of fewer rows)
+        masks[source] |= uint64_t{1} << b;
+      }
+    }
+    if (!in_order) return false;
+    first_.assign(k, 0);
+    taken_.assign(k, 0);
+    for (size_t s = 0; s < k; ++s) {
+      for (size_t w = 0; w < words_; ++w) taken_[s] += popcount(masks_[w * k + s]);
+      first_[s] = next[s] == 0 ? 0 : int64_t{next[s]} - taken_[s];
+    }
+    return true;
+  }
+
+  // Source s's rows among the planned ones: [first(s), first(s) + taken(s)).
+  int64_t first(size_t s) const noexcept { return first_[s]; }
+  int64_t taken(size_t s) const noexcept { return taken_[s]; }
+
+  // The planned rows' bits (validity, or bool values) into `out` (whole words).
+  void gather_bits(std::span<const SourceColumn> src, bool validity, uint8_t* out) const {
+    struct From {
+      const uint8_t* bits;  // nullptr: no validity bitmap, every bit one
+      int64_t at;           // the bit the next run starts at
+      int64_t bytes;        // the bitmap's readable bytes
+    };
+    std::array<From, kMaxSources> from;
+    for (size_t s = 0; s < k_; ++s) {
+      const SourceColumn& c = src[s];
+      const auto* bits = validity ? c.validity : static_cast<const uint8_t*>(c.values);
+      from[s] = {bits, c.offset + first_[s], bitmap_bytes(c.offset + c.rows)};
+    }
+    for (size_t w = 0; w < words_; ++w) {
+      const uint64_t* masks = masks_.data() + w * k_;
+      uint64_t word = 0;
+      for (size_t s = 0; s < k_; ++s) {
+        const uint64_t mask = masks[s];
+        if (mask == 0) continue;
+        From& f = from[s];
+        if (f.bits == nullptr) {
+          word |= mask;
+          continue;
+        }
+        const auto n = static_cast<unsigned>(popcount(mask));
+        word |= deposit(take(f, n), mask, n);
+        f.at += n;
+      }
+      std::memcpy(out + w * 8, &word, sizeof word);
+    }
+  }
+
+ private:
+  // Bits [f.at, f.at + n) of f's bitmap as the low n bits (1 <= n <= 64), reading no byte past it.
+  template <class From>
+  static uint64_t take(const From& f, unsigned n) noexcept {
+    const int64_t byte = f.at >> 3;
+    const auto shift = static_cast<unsigned>(f.at & 7);
+    uint64_t v = 0;
+    if (byte + 8 <= f.bytes) [[likely]] {
+      std::memcpy(&v, f.bits + byte, sizeof v);
+    } else {
+      for (int64_t b = byte; b < f.bytes; ++b) v |= uint64_t{f.bits[b]} << (8 * (b - byte));
+    }
+    v >>= shift;
+    if (shift + n > 64) v |= uint64_t{f.bits[byte + 8]} << (64 - shift);  // the run's bits reach that byte
+    return n == 64 ? v : v & ((uint64_t{1} << n) - 1);
+  }
+  // The low n bits of v, in order, at the set bits of mask (n of them).
+  static uint64_t deposit(uint64_t v, uint64_t mask, unsigned n) noexcept {
+    const uint64_t all = n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+    if (v == all) return mask;
+    if (v == 0) return 0;
+    uint64_t out = 0;
+    for (; mask != 0; mask &= mask - 1, v >>= 1) out |= (mask & (0 - mask)) & (0 - (v & 1));
+    return out;
+  }
+
+  size_t k_ = 0;
+  size_t words_ = 0;
+  std::vector<uint64_t> masks_;  // masks_[w * k_ + s]: the bits of output word w whose rows come from source s
+  std::vector<int64_t> first_;   // each source's first row among the planned rows
+  std::vector<int64_t> taken_;   // and how many of its rows they take
+};
+
 template <class T>
 void gather_fixed(std::span<const SourceColumn> src, std::span<const RowRef> rows, T* out) {
   std::vector<const T*> base(src.size());
@@ -209,12 +328,23 @@ void copy_strings(const std::vector<const Offset*>& base, std::span<const Source
   }
 }
 
+// `in_order`: the rows' plan when they take each source's rows in order (their bytes are then
+// ranges), else nullptr.
 template <class Offset, class Rows>
-void gather_strings(std::span<const SourceColumn> src, Rows rows, const std::string& name, int64_t num_rows,
-                    BatchMemory& owned, Column& out) {
+void gather_strings(std::span<const SourceColumn> src, Rows rows, const InOrderRows* in_order, const std::string& name,
+                    int64_t num_rows, BatchMemory& owned, Column& out) {
   std::vector<const Offset*> base(src.size());
   for (size_t i = 0; i < src.size(); ++i) base[i] = static_cast<const Offset*>(src[i].values) + src[i].offset;
-  const int64_t total = string_bytes(base, rows);
+  int64_t total = 0;
+  if (in_order != nullptr) {
+    for (size_t i = 0; i < src.size(); ++i) {
+      if (in_order->taken(i) == 0) continue;
+      const Offset* offs = base[i] + in_order->first(i);
+      total += static_cast<int64_t>(offs[in_order->taken(i)] - offs[0]);
+    }
+  } else {
+    total = string_bytes(base, rows);
+  }
   if (total > static_cast<int64_t>(std::numeric_limits<Offset>::max())) {
     throw Error(ErrorKind::kInvalidInput,
                 "column '" + name + "' holds more than 2 GiB of string data in one output batch; "
@@ -226,6 +356,20 @@ void gather_strings(std::span<const SourceColumn> src, Rows rows, const std::str
   copy_strings(base, src, rows, offsets + 1, bytes);
   out.values = offsets;
   out.data = bytes;
+}
+
+// What a gather builds and drops, kept per thread: fresh buffers per batch (512 KiB of RowRefs for
+// 65,536 rows) would be fresh pages the kernel zeroes at every call. gather() never calls itself,
+// so one set per thread suffices. Reached through a call the optimizer cannot see through: GCC
+// otherwise propagates the thread-local's address into the loops that use it and recomputes it
+// there, a __tls_get_addr call per use in a shared library.
+struct GatherScratch {
+  std::vector<RowRef> refs;  // Segment rows one by one (gather())
+  InOrderRows in_order;      // the plan of RowRef rows (gather_rows)
+};
+[[gnu::noipa]] GatherScratch& scratch() {
+  thread_local GatherScratch s;
+  return s;
 }
 
 // The segments as one RowRef per row, in `refs`; false (refs untouched) when a segment's rows
@@ -246,6 +390,24 @@ Batch gather_rows(std::shared_ptr<const Schema> schema, std::span<const Batch> s
   auto owned = std::make_shared<BatchMemory>();
   std::vector<Column> columns(schema->fields.size());
   const size_t bitmap_size = bitmap_words_bytes(num_rows);
+  // Rows one by one are planned (InOrderRows) at the first column that reads bitmaps or strings:
+  // the plan serves all of them when the rows take each source's rows in order.
+  InOrderRows& plan = scratch().in_order;
+  int planned = -1;  // -1: not yet asked; then whether the plan serves these rows
+  auto in_order = [&]() -> const InOrderRows* {
+    if constexpr (std::is_same_v<Rows, std::span<const RowRef>>) {
+      if (planned < 0) planned = plan.plan(rows, sources.size()) ? 1 : 0;
+      return planned == 1 ? &plan : nullptr;
+    }
+    return nullptr;
+  };
+  auto bitmap = [&](std::span<const SourceColumn> src, bool validity, uint8_t* out) {
+    if (const InOrderRows* p = in_order()) {
+      p->gather_bits(src, validity, out);
+    } else {
+      gather_bitmap(src, rows, validity, out);
+    }
+  };
   for (size_t col = 0; col < columns.size(); ++col) {
     Column& out = columns[col];
     const std::vector<SourceColumn> src = resolve(sources, col);
@@ -255,7 +417,7 @@ Batch gather_rows(std::shared_ptr<const Schema> schema, std::span<const Batch> s
     for (const SourceColumn& c : src) any_nulls |= c.validity != nullptr;
     if (any_nulls) {
       uint8_t* validity = owned->allocate_zeroed(bitmap_size);
-      gather_bitmap(std::span(src), rows, true, validity);
+      bitmap(std::span(src), true, validity);
       out.null_count = count_zeros(validity, num_rows);
       out.validity = validity;
     }
@@ -264,7 +426,7 @@ Batch gather_rows(std::shared_ptr<const Schema> schema, std::span<const Batch> s
     switch (type.layout()) {
       case Layout::kBits: {
         uint8_t* bits = owned->allocate_zeroed(bitmap_size);
-        gather_bitmap(std::span(src), rows, false, bits);
+        bitmap(std::span(src), false, bits);
         out.values = bits;
         break;
       }
@@ -280,10 +442,10 @@ Batch gather_rows(std::shared_ptr<const Schema> schema, std::span<const Batch> s
         break;
       }
       case Layout::kOffsets32:
-        gather_strings<int32_t>(std::span(src), rows, schema->fields[col].name, num_rows, *owned, out);
+        gather_strings<int32_t>(std::span(src), rows, in_order(), schema->fields[col].name, num_rows, *owned, out);
         break;
       case Layout::kOffsets64:
-        gather_strings<int64_t>(std::span(src), rows, schema->fields[col].name, num_rows, *owned, out);
+        gather_strings<int64_t>(std::span(src), rows, in_order(), schema->fields[col].name, num_rows, *owned, out);
         break;
     }
   }
@@ -297,10 +459,8 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
   int64_t num_rows = 0;
   for (const Segment& s : segments) num_rows += s.length;
   // Segments of under two rows on average (inputs that interleave finely): row by row through an
-  // index made once for all columns. The index lives in a buffer each thread keeps: a fresh one
-  // per batch (512 KiB for 65,536 rows) would be fresh pages the kernel zeroes at every call.
-  // gather() never calls itself, so one buffer per thread suffices.
-  thread_local std::vector<RowRef> refs;
+  // index made once for all columns (in the thread's scratch).
+  std::vector<RowRef>& refs = scratch().refs;
   if (static_cast<int64_t>(segments.size()) * 2 > num_rows && row_refs(segments, num_rows, refs)) {
     return gather_rows(std::move(schema), sources, std::span<const RowRef>(refs), num_rows);
   }
