@@ -188,10 +188,12 @@ class InOrderRows {
       }
     }
     if (!in_order) return false;
+    counts_.resize(words_ * k);
+    for (size_t j = 0; j < words_ * k; ++j) counts_[j] = static_cast<uint8_t>(popcount(masks_[j]));
     first_.assign(k, 0);
     taken_.assign(k, 0);
     for (size_t s = 0; s < k; ++s) {
-      for (size_t w = 0; w < words_; ++w) taken_[s] += popcount(masks_[w * k + s]);
+      for (size_t w = 0; w < words_; ++w) taken_[s] += counts_[w * k + s];
       first_[s] = next[s] == 0 ? 0 : int64_t{next[s]} - taken_[s];
     }
     return true;
@@ -216,6 +218,7 @@ class InOrderRows {
     }
     for (size_t w = 0; w < words_; ++w) {
       const uint64_t* masks = masks_.data() + w * k_;
+      const uint8_t* counts = counts_.data() + w * k_;
       uint64_t word = 0;
       for (size_t s = 0; s < k_; ++s) {
         const uint64_t mask = masks[s];
@@ -225,7 +228,7 @@ class InOrderRows {
           word |= mask;
           continue;
         }
-        const auto n = static_cast<unsigned>(popcount(mask));
+        const unsigned n = counts[s];
         word |= deposit(take(f, n), mask, n);
         f.at += n;
       }
@@ -262,6 +265,7 @@ class InOrderRows {
   size_t k_ = 0;
   size_t words_ = 0;
   std::vector<uint64_t> masks_;  // masks_[w * k_ + s]: the bits of output word w whose rows come from source s
+  std::vector<uint8_t> counts_;  // counts_[w * k_ + s]: the set bits of masks_[w * k_ + s]
   std::vector<int64_t> first_;   // each source's first row among the planned rows
   std::vector<int64_t> taken_;   // and how many of its rows they take
 };
