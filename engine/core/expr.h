@@ -137,8 +137,9 @@ struct Value {
 // not fit), naming the expression and the row.
 Value evaluate(const BoundExpr& bound, const Batch& batch);
 
-// The runs of consecutive rows where a bool value is true (a null counts as false), in row order,
-// as (start, length) pairs: the rows a filter keeps.
-std::vector<std::pair<int64_t, int64_t>> true_runs(const Value& value);
+// The rows where a bool value is true (a null counts as false), the rows a filter keeps: bit i of
+// word i / 64 for row i, in (length + 63) / 64 words (at least one) that `scratch` owns, bits past
+// the value's length zero. select() (core/gather.h) takes them.
+const uint64_t* true_bits(const Value& value, BatchMemory& scratch);
 
 }  // namespace pao

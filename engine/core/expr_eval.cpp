@@ -792,41 +792,24 @@ Value evaluate(const BoundExpr& bound, const Batch& batch) {
   return v;
 }
 
-std::vector<std::pair<int64_t, int64_t>> true_runs(const Value& value) {
+const uint64_t* true_bits(const Value& value, BatchMemory& scratch) {
   const int64_t n = value.length;
-  BatchMemory scratch;
   const uint8_t* values =
       aligned(static_cast<const uint8_t*>(value.column.values), value.column.offset, n, value.owner, scratch);
   const uint8_t* validity = value.column.may_have_nulls()
                                 ? aligned(value.column.validity, value.column.offset, n, value.owner, scratch)
                                 : nullptr;
-  std::vector<std::pair<int64_t, int64_t>> runs;
-  int64_t start = -1;  // of the open run, if any
-  for (int64_t word = 0; word * 64 < n; ++word) {
+  const int64_t words = (n + 63) / 64;
+  auto* out = reinterpret_cast<uint64_t*>(scratch.allocate(static_cast<size_t>(std::max<int64_t>(words, 1)) * 8));
+  for (int64_t word = 0; word < words; ++word) {
     const int64_t base = word * 64;
     const int64_t count = std::min<int64_t>(64, n - base);
     const int64_t bytes = bitmap_bytes(count);
     uint64_t w = load(Bits{values}, base / 8, bytes) & load(Bits{validity}, base / 8, bytes);
     if (count < 64) w &= (uint64_t{1} << count) - 1;
-    // Whole words that neither start nor end a run are skipped; the rest go bit by bit.
-    if ((w == 0 && start < 0) || (w == ~uint64_t{0} && start >= 0)) continue;
-    // From transition to transition: the next set bit opens a run, the next clear bit ends it.
-    const uint64_t in_word = count == 64 ? ~uint64_t{0} : (uint64_t{1} << count) - 1;
-    for (int i = 0; i < count;) {
-      const uint64_t from_i = ~uint64_t{0} << i;
-      const uint64_t next = (start < 0 ? w : ~w & in_word) & from_i;
-      if (next == 0) break;
-      i = std::countr_zero(next);
-      if (start < 0) {
-        start = base + i;
-      } else {
-        runs.emplace_back(start, base + i - start);
-        start = -1;
-      }
-    }
+    out[word] = w;
   }
-  if (start >= 0) runs.emplace_back(start, n - start);
-  return runs;
+  return out;
 }
 
 }  // namespace pao

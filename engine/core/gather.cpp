@@ -57,6 +57,19 @@ class BitWriter {
     word_ |= bit << used_;
     if (++used_ == 64) flush();
   }
+  // n bits at once (1 <= n <= 64; v's bits past n zero).
+  void push_bits(uint64_t v, unsigned n) noexcept {
+    word_ |= v << used_;  // used_ < 64
+    const unsigned total = used_ + n;
+    if (total < 64) {
+      used_ = total;
+      return;
+    }
+    const unsigned before = used_;
+    flush();
+    if (total > 64) word_ = v >> (64 - before);  // before > 0 here: the bits that did not fit
+    used_ = total - 64;
+  }
   void finish() noexcept {
     if (used_ != 0) flush();
   }
@@ -149,6 +162,22 @@ void gather_bitmap(std::span<const SourceColumn> src, std::span<const RowRef> ro
   }
 }
 
+// Bits [at, at + n) of a bitmap of `bytes` bytes as the low n bits (1 <= n <= 64, at + n within
+// the bitmap), reading no byte past it.
+inline uint64_t read_bits(const uint8_t* bits, int64_t bytes, int64_t at, unsigned n) noexcept {
+  const int64_t byte = at >> 3;
+  const auto shift = static_cast<unsigned>(at & 7);
+  uint64_t v = 0;
+  if (byte + 8 <= bytes) [[likely]] {
+    std::memcpy(&v, bits + byte, sizeof v);
+  } else {
+    for (int64_t b = byte; b < bytes; ++b) v |= uint64_t{bits[b]} << (8 * (b - byte));
+  }
+  v >>= shift;
+  if (shift + n > 64) v |= uint64_t{bits[byte + 8]} << (64 - shift);  // the run's bits reach that byte
+  return n == 64 ? v : v & ((uint64_t{1} << n) - 1);
+}
+
 // Rows one by one that take each source's rows in order, one after another, as a merge does: each
 // source gives a range of consecutive rows. Its strings' bytes are then a range too (their total is
 // known from the ranges' ends, not summed row by row), and its bitmaps gather by bit deposits
@@ -229,7 +258,7 @@ class InOrderRows {
           continue;
         }
         const unsigned n = counts[s];
-        word |= deposit(take(f, n), mask, n);
+        word |= deposit(read_bits(f.bits, f.bytes, f.at, n), mask, n);
         f.at += n;
       }
       std::memcpy(out + w * 8, &word, sizeof word);
@@ -237,21 +266,6 @@ class InOrderRows {
   }
 
  private:
-  // Bits [f.at, f.at + n) of f's bitmap as the low n bits (1 <= n <= 64), reading no byte past it.
-  template <class From>
-  static uint64_t take(const From& f, unsigned n) noexcept {
-    const int64_t byte = f.at >> 3;
-    const auto shift = static_cast<unsigned>(f.at & 7);
-    uint64_t v = 0;
-    if (byte + 8 <= f.bytes) [[likely]] {
-      std::memcpy(&v, f.bits + byte, sizeof v);
-    } else {
-      for (int64_t b = byte; b < f.bytes; ++b) v |= uint64_t{f.bits[b]} << (8 * (b - byte));
-    }
-    v >>= shift;
-    if (shift + n > 64) v |= uint64_t{f.bits[byte + 8]} << (64 - shift);  // the run's bits reach that byte
-    return n == 64 ? v : v & ((uint64_t{1} << n) - 1);
-  }
   // The low n bits of v, in order, at the set bits of mask (n of them).
   static uint64_t deposit(uint64_t v, uint64_t mask, unsigned n) noexcept {
     const uint64_t all = n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
@@ -270,11 +284,52 @@ class InOrderRows {
   std::vector<int64_t> taken_;   // and how many of its rows they take
 };
 
-template <class T>
-void gather_fixed(std::span<const SourceColumn> src, std::span<const RowRef> rows, T* out) {
+// A row a selection keeps (select()): a RowRef of its one source.
+struct SelectedRow {
+  static constexpr uint32_t source = 0;
+  uint32_t row;
+};
+constexpr int64_t length_of(const SelectedRow&) noexcept { return 1; }
+inline int64_t start_of(const SelectedRow& r) noexcept { return r.row; }
+
+// The bits (validity, or bool values) of the rows a selection keeps, in order, into `out` (whole
+// words): each word of 64 source rows gives its bits where `keep` is set. Where those are all ones
+// or all zeros (a kept row's nulls and flags are sparse, or none) they go on as such; only a word
+// that mixes them is compressed bit by bit (a software PEXT).
+void compress_bits(const SourceColumn& c, bool validity, const uint64_t* keep, uint8_t* out) {
+  const auto* bits = validity ? c.validity : static_cast<const uint8_t*>(c.values);
+  const int64_t bytes = bitmap_bytes(c.offset + c.rows);
+  BitWriter w(out);
+  for (int64_t i = 0, words = (c.rows + 63) / 64; i < words; ++i) {
+    const uint64_t sel = keep[i];
+    if (sel == 0) continue;
+    const auto n = static_cast<unsigned>(popcount(sel));
+    const uint64_t ones = n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+    if (bits == nullptr) {
+      w.push_bits(ones, n);
+      continue;
+    }
+    const uint64_t v = read_bits(bits, bytes, c.offset + 64 * i, static_cast<unsigned>(std::min<int64_t>(64, c.rows - 64 * i))) & sel;
+    if (v == sel) {
+      w.push_bits(ones, n);
+    } else if (v == 0) {
+      w.push_bits(0, n);
+    } else {
+      uint64_t packed = 0;
+      unsigned k = 0;
+      for (uint64_t m = sel; m != 0; m &= m - 1, ++k) packed |= ((v >> std::countr_zero(m)) & 1) << k;
+      w.push_bits(packed, n);
+    }
+  }
+  w.finish();
+}
+
+// Rows one by one: RowRefs, or a selection's rows (SelectedRow, whose source is always 0).
+template <class T, class Row>
+void gather_fixed(std::span<const SourceColumn> src, std::span<const Row> rows, T* out) {
   std::vector<const T*> base(src.size());
   for (size_t i = 0; i < src.size(); ++i) base[i] = static_cast<const T*>(src[i].values) + src[i].offset;
-  for (const RowRef& r : rows) *out++ = base[r.source][r.row];
+  for (const Row& r : rows) *out++ = base[r.source][r.row];
 }
 
 // memcpy, without a library call for the few bytes of a row or two of short strings (inputs that
@@ -369,6 +424,7 @@ void gather_strings(std::span<const SourceColumn> src, Rows rows, const InOrderR
 // there, a __tls_get_addr call per use in a shared library.
 struct GatherScratch {
   std::vector<RowRef> refs;  // Segment rows one by one (gather())
+  std::vector<SelectedRow> selected;  // a selection's rows (select())
   InOrderRows in_order;      // the plan of RowRef rows (gather_rows)
 };
 [[gnu::noipa]] GatherScratch& scratch() {
@@ -388,9 +444,11 @@ bool row_refs(std::span<const Segment> segments, int64_t num_rows, std::vector<R
   return true;
 }
 
-// Copies rows (a span of Segment or of RowRef) column by column.
+// Copies rows (a span of Segment, of RowRef, or of SelectedRow with the selection's `keep` bits)
+// column by column.
 template <class Rows>
-Batch gather_rows(std::shared_ptr<const Schema> schema, std::span<const Batch> sources, Rows rows, int64_t num_rows) {
+Batch gather_rows(std::shared_ptr<const Schema> schema, std::span<const Batch> sources, Rows rows, int64_t num_rows,
+                  const uint64_t* keep = nullptr) {
   auto owned = std::make_shared<BatchMemory>();
   std::vector<Column> columns(schema->fields.size());
   const size_t bitmap_size = bitmap_words_bytes(num_rows);
@@ -406,7 +464,9 @@ Batch gather_rows(std::shared_ptr<const Schema> schema, std::span<const Batch> s
     return nullptr;
   };
   auto bitmap = [&](std::span<const SourceColumn> src, bool validity, uint8_t* out) {
-    if (const InOrderRows* p = in_order()) {
+    if constexpr (std::is_same_v<Rows, std::span<const SelectedRow>>) {
+      compress_bits(src[0], validity, keep, out);
+    } else if (const InOrderRows* p = in_order()) {
       p->gather_bits(src, validity, out);
     } else {
       gather_bitmap(src, rows, validity, out);
@@ -473,6 +533,57 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
 
 Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> sources, std::span<const RowRef> rows) {
   return gather_rows(std::move(schema), sources, rows, static_cast<int64_t>(rows.size()));
+}
+
+Batch select(std::shared_ptr<const Schema> schema, const Batch& in, const uint64_t* keep) {
+  const int64_t n = in.num_rows();
+  const int64_t words = (n + 63) / 64;
+  // The rows kept, and their runs: a run starts at each kept row whose row before is not kept.
+  int64_t kept = 0;
+  int64_t runs = 0;
+  uint64_t carry = 0;  // the last word's top bit: whether the row before this word's first was kept
+  for (int64_t i = 0; i < words; ++i) {
+    const uint64_t w = keep[i];
+    kept += popcount(w);
+    runs += popcount(w & ~((w << 1) | carry));
+    carry = w >> 63;
+  }
+  if (kept == 0) return in.slice(0, 0).with_schema(std::move(schema));
+  if (runs * 2 <= kept || n > int64_t{std::numeric_limits<uint32_t>::max()}) {
+    // Runs of two rows or more on average: a run at a time (one run: a zero-copy slice).
+    std::vector<Segment> segments;
+    segments.reserve(static_cast<size_t>(runs));
+    int64_t start = -1;  // of the open run, if any
+    for (int64_t i = 0; i < words; ++i) {
+      const uint64_t w = keep[i];
+      // Whole words that neither start nor end a run are skipped; the rest go from transition to
+      // transition: the next set bit opens a run, the next clear bit ends it.
+      if ((w == 0 && start < 0) || (w == ~uint64_t{0} && start >= 0)) continue;
+      for (int b = 0; b < 64;) {
+        const uint64_t from_b = ~uint64_t{0} << b;
+        const uint64_t next = (start < 0 ? w : ~w) & from_b;
+        if (next == 0) break;
+        b = std::countr_zero(next);
+        if (start < 0) {
+          start = 64 * i + b;
+        } else {
+          segments.push_back({0, start, 64 * i + b - start});
+          start = -1;
+        }
+      }
+    }
+    if (start >= 0) segments.push_back({0, start, n - start});
+    if (segments.size() == 1) return in.slice(segments[0].start, segments[0].length).with_schema(std::move(schema));
+    return gather_rows(std::move(schema), std::span<const Batch>(&in, 1), std::span<const Segment>(segments), kept);
+  }
+  // Scattered rows: one by one, their numbers read off the words.
+  std::vector<SelectedRow>& rows = scratch().selected;
+  rows.resize(static_cast<size_t>(kept));
+  SelectedRow* out = rows.data();
+  for (int64_t i = 0; i < words; ++i) {
+    for (uint64_t w = keep[i]; w != 0; w &= w - 1) *out++ = {static_cast<uint32_t>(64 * i + std::countr_zero(w))};
+  }
+  return gather_rows(std::move(schema), std::span<const Batch>(&in, 1), std::span<const SelectedRow>(rows), kept, keep);
 }
 
 GatherPlan::GatherPlan(std::shared_ptr<const Schema> s, std::vector<Batch> src, std::vector<Segment> segs)

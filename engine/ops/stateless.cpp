@@ -29,13 +29,8 @@ class Filter final : public Operator {
   const std::shared_ptr<const Schema>& output_schema() const override { return schema_; }
 
   Batch process(const Batch& in) override {
-    const std::vector<std::pair<int64_t, int64_t>> runs = true_runs(evaluate(predicate_, in));
-    if (runs.empty()) return in.slice(0, 0).with_schema(schema_);
-    if (runs.size() == 1) return in.slice(runs[0].first, runs[0].second).with_schema(schema_);
-    std::vector<Segment> segments;
-    segments.reserve(runs.size());
-    for (const auto& [start, length] : runs) segments.push_back({0, start, length});
-    return gather(schema_, std::span<const Batch>(&in, 1), segments);
+    BatchMemory scratch;
+    return select(schema_, in, true_bits(evaluate(predicate_, in), scratch));
   }
 
  private:
