@@ -352,7 +352,7 @@ TEST(gather_equals_a_row_by_row_copy) {
 
 // gather() of rows one by one that take each source's rows in order, one after another (a
 // merge's rows: bitmaps by bit deposits, string bytes from each source's range), against a
-// row-by-row copy: 1 to 70 sources (past 64 the rows go one by one), batches of up to 300 rows
+// row-by-row copy: 1 to 20 sources (past 16 the rows go one by one), batches of up to 300 rows
 // (several words of 64), sources at odd offsets, nulls and bools at every density (none, all,
 // sparse, half), string columns without nulls. Rows out of order within a source take the
 // general path and give the same batch.
@@ -362,7 +362,7 @@ TEST(gather_of_rows_in_each_sources_order_equals_a_row_by_row_copy) {
                                {"s", type(TypeId::kUtf8)}, {"f32", type(TypeId::kFloat32)},
                                {"ls", type(TypeId::kLargeUtf8)}, {"b2", type(TypeId::kBool)}});
   for (int round = 0; round < 400; ++round) {
-    const size_t parts = round % 10 == 0 ? 60 + rng() % 11 : 1 + rng() % 6;
+    const size_t parts = round % 5 == 0 ? 12 + rng() % 9 : 1 + rng() % 6;
     const int density = static_cast<int>(rng() % 4);  // of nulls and of true: 0, all, 1 in 16, half
     auto pick = [&]() {
       switch (density) {
