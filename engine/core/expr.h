@@ -139,7 +139,7 @@ Value evaluate(const BoundExpr& bound, const Batch& batch);
 
 // The rows where a bool value is true (a null counts as false), the rows a filter keeps: bit i of
 // word i / 64 for row i, in (length + 63) / 64 words (at least one) that `scratch` owns, bits past
-// the value's length zero. select() (core/gather.h) takes them.
+// the value's length zero. gather_kept() (core/gather.h) takes them.
 const uint64_t* true_bits(const Value& value, BatchMemory& scratch);
 
 }  // namespace pao

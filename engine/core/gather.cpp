@@ -287,13 +287,13 @@ class InOrderRows {
   std::vector<int64_t> taken_;   // and how many of its rows they take
 };
 
-// A row a selection keeps (select()): a RowRef of its one source.
-struct SelectedRow {
+// A row a selection keeps (gather_kept()): a RowRef of its one source.
+struct KeptRow {
   static constexpr uint32_t source = 0;
   uint32_t row;
 };
-constexpr int64_t length_of(const SelectedRow&) noexcept { return 1; }
-inline int64_t start_of(const SelectedRow& r) noexcept { return r.row; }
+constexpr int64_t length_of(const KeptRow&) noexcept { return 1; }
+inline int64_t start_of(const KeptRow& r) noexcept { return r.row; }
 
 // The bits (validity, or bool values) of the rows a selection keeps, in order, into `out` (whole
 // words): each word of 64 source rows gives its bits where `keep` is set. Where those are all ones
@@ -327,7 +327,7 @@ void compress_bits(const SourceColumn& c, bool validity, const uint64_t* keep, u
   w.finish();
 }
 
-// Rows one by one: RowRefs, or a selection's rows (SelectedRow, whose source is always 0).
+// Rows one by one: RowRefs, or a selection's rows (KeptRow, whose source is always 0).
 template <class T, class Row>
 void gather_fixed(std::span<const SourceColumn> src, std::span<const Row> rows, T* out) {
   std::vector<const T*> base(src.size());
@@ -427,7 +427,7 @@ void gather_strings(std::span<const SourceColumn> src, Rows rows, const InOrderR
 // there, a __tls_get_addr call per use in a shared library.
 struct GatherScratch {
   std::vector<RowRef> refs;  // Segment rows one by one (gather())
-  std::vector<SelectedRow> selected;  // a selection's rows (select())
+  std::vector<KeptRow> kept;  // a filter's kept rows (gather_kept())
   InOrderRows in_order;      // the plan of RowRef rows (gather_rows)
 };
 [[gnu::noipa]] GatherScratch& scratch() {
@@ -447,7 +447,7 @@ bool row_refs(std::span<const Segment> segments, int64_t num_rows, std::vector<R
   return true;
 }
 
-// Copies rows (a span of Segment, of RowRef, or of SelectedRow with the selection's `keep` bits)
+// Copies rows (a span of Segment, of RowRef, or of KeptRow with the selection's `keep` bits)
 // column by column.
 template <class Rows>
 Batch gather_rows(std::shared_ptr<const Schema> schema, std::span<const Batch> sources, Rows rows, int64_t num_rows,
@@ -467,7 +467,7 @@ Batch gather_rows(std::shared_ptr<const Schema> schema, std::span<const Batch> s
     return nullptr;
   };
   auto bitmap = [&](std::span<const SourceColumn> src, bool validity, uint8_t* out) {
-    if constexpr (std::is_same_v<Rows, std::span<const SelectedRow>>) {
+    if constexpr (std::is_same_v<Rows, std::span<const KeptRow>>) {
       compress_bits(src[0], validity, keep, out);
     } else if (const InOrderRows* p = in_order()) {
       p->gather_bits(src, validity, out);
@@ -538,7 +538,7 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
   return gather_rows(std::move(schema), sources, rows, static_cast<int64_t>(rows.size()));
 }
 
-Batch select(std::shared_ptr<const Schema> schema, const Batch& in, const uint64_t* keep) {
+Batch gather_kept(std::shared_ptr<const Schema> schema, const Batch& in, const uint64_t* keep) {
   const int64_t n = in.num_rows();
   const int64_t words = (n + 63) / 64;
   // The rows kept, and their runs: a run starts at each kept row whose row before is not kept.
@@ -580,13 +580,13 @@ Batch select(std::shared_ptr<const Schema> schema, const Batch& in, const uint64
     return gather_rows(std::move(schema), std::span<const Batch>(&in, 1), std::span<const Segment>(segments), kept);
   }
   // Scattered rows: one by one, their numbers read off the words.
-  std::vector<SelectedRow>& rows = scratch().selected;
+  std::vector<KeptRow>& rows = scratch().kept;
   rows.resize(static_cast<size_t>(kept));
-  SelectedRow* out = rows.data();
+  KeptRow* out = rows.data();
   for (int64_t i = 0; i < words; ++i) {
     for (uint64_t w = keep[i]; w != 0; w &= w - 1) *out++ = {static_cast<uint32_t>(64 * i + std::countr_zero(w))};
   }
-  return gather_rows(std::move(schema), std::span<const Batch>(&in, 1), std::span<const SelectedRow>(rows), kept, keep);
+  return gather_rows(std::move(schema), std::span<const Batch>(&in, 1), std::span<const KeptRow>(rows), kept, keep);
 }
 
 GatherPlan::GatherPlan(std::shared_ptr<const Schema> s, std::vector<Batch> src, std::vector<Segment> segs)

@@ -53,7 +53,7 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
 // i, in (in.num_rows() + 63) / 64 words, bits past the rows zero), in row order, under `schema`
 // (`in`'s layout). One run is a zero-copy slice; runs of two rows or more on average are copied a
 // run at a time; scattered rows one by one, their bitmaps compressed a word of 64 rows at a time.
-Batch select(std::shared_ptr<const Schema> schema, const Batch& in, const uint64_t* keep);
+Batch gather_kept(std::shared_ptr<const Schema> schema, const Batch& in, const uint64_t* keep);
 
 // Rows of `sources`, not yet copied: a gather() decided by one thread and carried out by others,
 // each copying a range of the rows (gather_range). Named by segments, or one by one (RowRefs) where

@@ -1,7 +1,5 @@
 #include "ops/stateless.h"
 
-#include <span>
-
 #include "core/error.h"
 #include "core/gather.h"
 
@@ -30,7 +28,7 @@ class Filter final : public Operator {
 
   Batch process(const Batch& in) override {
     BatchMemory scratch;
-    return select(schema_, in, true_bits(evaluate(predicate_, in), scratch));
+    return gather_kept(schema_, in, true_bits(evaluate(predicate_, in), scratch));
   }
 
  private:

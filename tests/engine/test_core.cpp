@@ -408,10 +408,10 @@ TEST(gather_of_rows_in_each_sources_order_equals_a_row_by_row_copy) {
   }
 }
 
-// select() of a filter's selection against a row-by-row copy, on each of its paths: no row, one
+// gather_kept() of a filter's selection against a row-by-row copy, on each of its paths: no row, one
 // run (a slice), long runs (a run at a time) and scattered rows (one by one, bitmaps compressed a
 // word at a time): every layout, sources at odd offsets, nulls and selections at every density.
-TEST(select_equals_a_row_by_row_copy) {
+TEST(gather_kept_equals_a_row_by_row_copy) {
   std::mt19937_64 rng(31);
   auto sch = fixtures::schema({{"b", type(TypeId::kBool)}, {"u8", type(TypeId::kUInt8)},
                                {"i16", type(TypeId::kInt16)}, {"f32", type(TypeId::kFloat32)},
@@ -438,7 +438,7 @@ TEST(select_equals_a_row_by_row_copy) {
       keep[static_cast<size_t>(i / 64)] |= uint64_t{1} << (i % 64);
       rows.push_back({0, static_cast<uint32_t>(i)});
     }
-    check_gathered(sch, {in}, rows, select(sch, in, keep.data()));
+    check_gathered(sch, {in}, rows, gather_kept(sch, in, keep.data()));
   }
 }
 
