@@ -502,6 +502,49 @@ TEST(exact_sum_rounds_the_true_sum_once) {
   CHECK_EQ(exact_sum({-INFINITY, 1e300, 1e-300}), -INFINITY);
 }
 
+// ExactSum::round() against integer rounding (the nearest double, ties to even, on the subnormal
+// grid below 2^-1022) of random sums: magnitudes of 1 to 125 bits, scales from the least subnormal
+// to past the largest double, exact ties and ties broken by a low bit.
+TEST(exact_sum_round_is_the_nearest_double) {
+  using u128 = unsigned __int128;
+  auto reference = [](__int128 m, int32_t scale) {
+    const u128 mag = m < 0 ? -static_cast<u128>(m) : static_cast<u128>(m);
+    int length = 0;
+    while (length < 128 && (mag >> length) != 0) ++length;
+    const int32_t top = scale + length - 1;
+    const int precision = top >= -1022 ? 53 : top + 1075;
+    const int shift = std::max(length - precision, 0);
+    auto q = static_cast<uint64_t>(mag >> shift);
+    if (shift > 0) {
+      const u128 half = u128{1} << (shift - 1);
+      const u128 rest = mag & ((half << 1) - 1);
+      if (rest > half || (rest == half && (q & 1) != 0)) ++q;
+    }
+    const double r = std::ldexp(static_cast<double>(q), scale + shift);
+    return m < 0 ? -r : r;
+  };
+  std::mt19937_64 rng(37);
+  for (int trial = 0; trial < 200000; ++trial) {
+    const int bits = 1 + static_cast<int>(rng() % 125);
+    u128 mag = (static_cast<u128>(rng()) << 64 | rng()) >> (128 - bits);
+    mag |= u128{1} << (bits - 1);
+    if (bits > 54 && trial % 3 == 0) {
+      // An exact tie at the 53rd bit (or one broken by the lowest bit).
+      const int cut = bits - 54;
+      mag = (mag >> (cut + 1) << (cut + 1)) | (u128{1} << cut) | static_cast<u128>(trial % 2);
+    }
+    ExactSum s{};
+    s.m = trial % 2 == 0 ? static_cast<__int128>(mag) : -static_cast<__int128>(mag);
+    s.scale = -1074 + static_cast<int32_t>(rng() % 2200);
+    const double want = reference(s.m, s.scale);
+    const double got = s.round();
+    if (!same_bits(got, want)) {
+      CHECK(same_bits(got, want));
+      break;
+    }
+  }
+}
+
 // The result does not depend on the order of the terms or on how partial sums are grouped, with
 // and without the WideSum (terms spanning few or many orders of magnitude).
 TEST(exact_sum_is_independent_of_order_and_grouping) {
