@@ -298,7 +298,8 @@ inline int64_t start_of(const KeptRow& r) noexcept { return r.row; }
 // The bits (validity, or bool values) of the rows a selection keeps, in order, into `out` (whole
 // words): each word of 64 source rows gives its bits where `keep` is set. Where those are all ones
 // or all zeros (a kept row's nulls and flags are sparse, or none) they go on as such; only a word
-// that mixes them is compressed bit by bit (a software PEXT).
+// that mixes them is compressed bit by bit (a software PEXT). The source has the bitmap: a
+// validity is gathered only from a source with nulls (gather_rows), bool values always exist.
 void compress_bits(const SourceColumn& c, bool validity, const uint64_t* keep, uint8_t* out) {
   const auto* bits = validity ? c.validity : static_cast<const uint8_t*>(c.values);
   const int64_t bytes = bitmap_bytes(c.offset + c.rows);
@@ -308,10 +309,6 @@ void compress_bits(const SourceColumn& c, bool validity, const uint64_t* keep, u
     if (sel == 0) continue;
     const auto n = static_cast<unsigned>(popcount(sel));
     const uint64_t ones = n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
-    if (bits == nullptr) {
-      w.push_bits(ones, n);
-      continue;
-    }
     const uint64_t v = read_bits(bits, bytes, c.offset + 64 * i, static_cast<unsigned>(std::min<int64_t>(64, c.rows - 64 * i))) & sel;
     if (v == sel) {
       w.push_bits(ones, n);
