@@ -451,61 +451,51 @@ class Merge final : public BatchSource {
     using Key = typename Keys::Key;
     Lane(const Merge& merge, const Keys& keys, Part& part, const std::vector<Batch>& sources)
         : m_(merge), keys_(keys), part_(part), sources_(sources), k_(static_cast<uint32_t>(part.spans.size())),
-          pos_(k_), tree_(keys, first_keys(merge, keys, part)), rows_(part.rows) {
-      for (uint32_t i = 0; i < k_; ++i) pos_[i] = part.spans[i].lo;
+          heads_(k_), tree_(keys, first_keys(merge, keys, part)), rows_(part.rows),
+          batch_size_(merge.options_.batch_size), gallop_after_(merge.gallop_after_) {
+      for (uint32_t i = 0; i < k_; ++i) heads_[i] = {m_.cursors_[i].times, part.spans[i].lo, part.spans[i].hi};
       last_ = k_;
       int64_t part_rows = 0;
       for (const Span& sp : part.spans) part_rows += sp.hi - sp.lo;
-      const int64_t most = std::min(part_rows, m_.options_.batch_size);
+      const int64_t most = std::min(part_rows, batch_size_);
       if (static_cast<int64_t>(rows_.size()) < most) rows_.resize(static_cast<size_t>(most));
     }
 
     // Takes the next winner's rows; false once the part is merged (its last batch made). Inlined
     // into merge_lanes' loop, so the two lanes' steps are one stretch of code to schedule.
     [[gnu::always_inline]] bool step() {
-      if (!tree_.live(tree_.winner())) {
+      const Key winner = tree_.winner();
+      if (!tree_.live(winner)) [[unlikely]] {
         flush();
         return false;
       }
-      const uint32_t i = keys_.order(tree_.winner());
-      const int64_t hi = part_.spans[i].hi;
+      const uint32_t i = keys_.order(winner);
+      Head& h = heads_[i];
       const int64_t before = last_ == i ? trail_ : 0;  // rows of this run already in the batch
-      int64_t take = 1;
-      if (before < m_.gallop_after_) [[likely]] {
+      if (before < gallop_after_) [[likely]] {
         // A row at a time: inputs that interleave finely (runs of a row or two) take this path
         // at every row, where asking the tree for the runner-up and galloping would cost a
         // mispredicted branch at nearly every row.
-        rows_[static_cast<size_t>(n_++)] = {i, static_cast<uint32_t>(pos_[i])};
+        rows_[static_cast<size_t>(n_++)] = {i, static_cast<uint32_t>(h.pos)};
         trail_ = before + 1;
         last_ = i;
-        if (n_ == m_.options_.batch_size) flush();
+        ++h.pos;
+        if (n_ == batch_size_) [[unlikely]] flush();
       } else {
-        // The input won gallop_after_ times in a row: the rest of its run is found by galloping
-        // up to the runner-up's key (one input: no runner-up, and its rows are one run).
-        const Key runner = tree_.runner();
-        const int64_t end =
-            tree_.live(runner) ? run_end(keys_, m_.cursors_[i].times, i, pos_[i], hi, runner) : hi;
-        if (end - (pos_[i] - before) >= m_.slice_rows_) {
-          n_ -= before;
-          flush();
-          const int64_t start = pos_[i] - before;
-          part_.out.push_back({sources_[i].slice(start, end - start).with_schema(m_.schema_), i, start, end - start});
-          take = end - pos_[i];
-        } else {
-          take = std::min(end - pos_[i], m_.options_.batch_size - n_);
-          RowRef* out = rows_.data() + n_;
-          for (int64_t r = pos_[i]; r < pos_[i] + take; ++r) *out++ = {i, static_cast<uint32_t>(r)};
-          n_ += take;
-          trail_ = before + take;
-          if (n_ == m_.options_.batch_size) flush();
-        }
+        take_run(i, h, before);
       }
-      pos_[i] += take;
-      tree_.replay(i, pos_[i] < hi ? keys_.make(m_.cursors_[i].times[pos_[i]], i) : tree_.ended(i));
+      tree_.replay(i, h.pos < h.hi ? keys_.make(h.times[h.pos], i) : tree_.ended(i));
       return true;
     }
 
    private:
+    // What the lane needs of input i at every row, together (one index, one line).
+    struct Head {
+      const int64_t* times;  // the input's batch's times
+      int64_t pos;           // the next row of its span
+      int64_t hi;            // its span's end
+    };
+
     static std::vector<Key> first_keys(const Merge& m, const Keys& keys, const Part& part) {
       const auto k = static_cast<uint32_t>(part.spans.size());
       const uint32_t leaves = leaves_for(k);
@@ -516,6 +506,30 @@ class Merge final : public BatchSource {
       }
       return first;
     }
+
+    // Input i won gallop_after_ times in a row: the rest of its run is found by galloping up to
+    // the runner-up's key (one input: no runner-up, and its rows are one run), and leaves as a
+    // slice when long enough, else as rows. Advances h.pos past it.
+    [[gnu::noinline]] void take_run(uint32_t i, Head& h, int64_t before) {
+      const Key runner = tree_.runner();
+      const int64_t end = tree_.live(runner) ? run_end(keys_, h.times, i, h.pos, h.hi, runner) : h.hi;
+      if (end - (h.pos - before) >= m_.slice_rows_) {
+        n_ -= before;
+        flush();
+        const int64_t start = h.pos - before;
+        part_.out.push_back({sources_[i].slice(start, end - start).with_schema(m_.schema_), i, start, end - start});
+        h.pos = end;
+        return;
+      }
+      const int64_t take = std::min(end - h.pos, batch_size_ - n_);
+      RowRef* out = rows_.data() + n_;
+      for (int64_t r = h.pos; r < h.pos + take; ++r) *out++ = {i, static_cast<uint32_t>(r)};
+      n_ += take;
+      trail_ = before + take;
+      h.pos += take;
+      if (n_ == batch_size_) flush();
+    }
+
     [[gnu::noinline]] void flush() {
       if (n_ > 0) {
         part_.out.push_back({gather(m_.schema_, sources_, std::span<const RowRef>(rows_.data(), static_cast<size_t>(n_)))});
@@ -530,11 +544,13 @@ class Merge final : public BatchSource {
     Part& part_;
     const std::vector<Batch>& sources_;
     uint32_t k_;
-    std::vector<int64_t> pos_;  // the next row of each input's span
+    std::vector<Head> heads_;
     LoserTree<Keys> tree_;
     // rows_[0, n_): the batch being built. Its last trail_ rows are input last_'s rows just
-    // before pos_[last_] (a run that a slice may take over whole).
+    // before heads_[last_].pos (a run that a slice may take over whole).
     std::vector<RowRef>& rows_;
+    int64_t batch_size_;
+    int64_t gallop_after_;
     int64_t n_ = 0;
     uint32_t last_;
     int64_t trail_ = 0;
