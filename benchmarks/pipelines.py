@@ -299,18 +299,20 @@ def ratio_rows(measured: Mapping[tuple[str, int], Measured], rows: int, threads:
 def operator_rows(measured: Mapping[tuple[str, int], Measured], rows: int) -> list[list[str]]:
     out = []
     for (name, k), m in measured.items():
-        busy = 0
+        busy = cpu = 0
         for op in m.stats["operators"]:
             busy += op["busy_ns"]
+            cpu += op["cpu_ns"]
             per_in = op["busy_ns"] / op["tuples_in"] if op["tuples_in"] else 0.0
+            cpu_per_in = op["cpu_ns"] / op["tuples_in"] if op["tuples_in"] else 0.0
             label = op["name"] if op.get("copies", 1) == 1 else f"{op['name']} (x{op['copies']}, below the merge)"
             if op["name"] == "union":
                 label = "union (the merge, after operators below it)"
             out.append([name, str(k), label, op["kind"], "yes" if op.get("fused") else "no",
                         f"{op['tuples_in']:,}", f"{op['busy_ns'] / 1e6:,.1f}", f"{per_in:.1f}",
-                        f"{op['busy_ns'] / rows:.1f}"])
+                        f"{op['busy_ns'] / rows:.1f}", f"{op['cpu_ns'] / 1e6:,.1f}", f"{cpu_per_in:.1f}"])
         out.append([name, str(k), "(all operators)", "-", "-", f"{rows:,}", f"{busy / 1e6:,.1f}", "-",
-                    f"{busy / rows:.1f}"])
+                    f"{busy / rows:.1f}", f"{cpu / 1e6:,.1f}", "-"])
     return out
 
 
@@ -390,11 +392,14 @@ def main(argv: list[str] | None = None) -> None:
     top = max(threads)
     table(f"5. Worker time per tuple and operator: the engine at {top} thread{'' if top == 1 else 's'}",
           ["pipeline", "inputs", "operator", "kind", "fused", "tuples in", "busy ms", "ns/tuple in",
-           "ns/input tuple"],
+           "ns/input tuple", "cpu ms", "cpu ns/tuple in"],
           operator_rows(measured, rows),
           [f"From PipelineResult.stats() of the engine's last run at {top} thread(s): busy ms = the workers' time in "
            "the operator (busy_ns, all workers together); ns/tuple in = busy_ns / the operator's tuples_in; "
-           "ns/input tuple = busy_ns / the pipeline's input tuples. Fused operators share their chain's morsels. "
+           "ns/input tuple = busy_ns / the pipeline's input tuples; cpu ms = the workers' CPU time in the operator "
+           "(cpu_ns: busy_ns less the time the OS ran other threads on their cores, such as the ingress thread's "
+           "merge when the workers take every core); cpu ns/tuple in = cpu_ns / tuples_in. Fused operators share "
+           "their chain's morsels (and its CPU time, split in proportion to busy_ns). "
            "With several inputs the planner runs leading filters on each input before the merge (x4: the copies' "
            "sums) and the merge of what they keep is a union operator; otherwise the merge runs on the ingress "
            "thread. The cutting into morsels (ingress) and to_arrow() (the caller) are in no operator's time."])

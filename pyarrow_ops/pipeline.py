@@ -557,7 +557,9 @@ class PipelineResult(Result):
         return self._run
 
     def stats(self) -> dict[str, Any]:
-        """Per operator (``operators``): tuples in and out, worker time, cost per tuple,
+        """Per operator (``operators``): tuples in and out, worker time (``busy_ns`` by the clock,
+        ``cpu_ns`` the workers' CPU time in it, without the time the OS ran other threads on their
+        cores), cost per tuple (``cost_ns_per_tuple``: busy_ns per tuple in),
         selectivity, queued tuples, maximum and peak parallelism, ``copies`` (more than 1: it ran
         on each input before their merge, see ``push_down``, and the figures are the copies'
         sums; the merge then shows as a ``union`` after the pipeline's operators); overall: tuples in and out,

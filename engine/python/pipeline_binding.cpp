@@ -580,6 +580,7 @@ void bind_pipeline(nb::module_& m) {
           d["tuples_in"] = o.tuples_in;
           d["tuples_out"] = o.tuples_out;
           d["busy_ns"] = o.busy_ns;
+          d["cpu_ns"] = o.cpu_ns;
           d["morsels"] = o.morsels;
           d["queued"] = o.queued;
           d["cost_ns_per_tuple"] = o.tuples_in > 0 ? static_cast<double>(o.busy_ns) / static_cast<double>(o.tuples_in) : 0.0;

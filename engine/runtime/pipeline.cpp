@@ -673,6 +673,7 @@ bool Pipeline::pump() {
 size_t Pipeline::run_stage(size_t i, size_t worker) {
   Stage& st = *stages_[i];
   const int64_t t0 = now_ns();
+  const int64_t cpu0 = thread_cpu_ns();
   const int64_t slice = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.slice).count();
   size_t done = 0;
   InFlight* flight = in_flight_ ? &in_flight_[worker] : nullptr;
@@ -689,9 +690,12 @@ size_t Pipeline::run_stage(size_t i, size_t worker) {
     if (flight != nullptr) flight->since.store(at, std::memory_order_relaxed);
   }
   if (flight != nullptr) flight->since.store(0, std::memory_order_relaxed);
+  // The CPU clock's reads lie inside the clock's, so cpu_ns <= busy_ns.
+  const int64_t cpu = thread_cpu_ns() - cpu0;
   const int64_t spent = now_ns() - t0;
   if (done > 0) {
     st.busy_ns.fetch_add(spent, std::memory_order_relaxed);
+    st.cpu_ns.fetch_add(cpu, std::memory_order_relaxed);
     st.window_ns.fetch_add(spent, std::memory_order_relaxed);
   }
   return done;

@@ -136,7 +136,11 @@ struct OperatorStats {
   ops::OpKind kind;
   int64_t tuples_in = 0;
   int64_t tuples_out = 0;
-  int64_t busy_ns = 0;    // worker time spent in the operator (including reordering)
+  int64_t busy_ns = 0;    // worker time spent in the operator (including reordering), by the clock
+  // The workers' CPU time in it: busy_ns less the time the OS ran other threads on their cores
+  // (on a machine with more runnable threads than cores, busy_ns counts that too). A fused
+  // chain's is split among its operators in proportion to their busy_ns.
+  int64_t cpu_ns = 0;
   int64_t morsels = 0;
   int64_t queued = 0;     // tuples waiting in its worklist now
   size_t max_parallelism = 0;

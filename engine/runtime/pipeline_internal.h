@@ -150,6 +150,7 @@ struct Stage {
   std::atomic<int64_t> tuples_in{0};
   std::atomic<int64_t> tuples_out{0};
   std::atomic<int64_t> busy_ns{0};
+  std::atomic<int64_t> cpu_ns{0};  // the workers' CPU time in busy_ns (OperatorStats::cpu_ns)
   std::atomic<int64_t> morsels{0};
   std::atomic<int64_t> window_ns{0};  // CT: worker time in the current window
 

@@ -154,7 +154,12 @@ PipelineStats Pipeline::stats() const {
       const size_t members = st->fused->ops().size();
       int64_t inside = 0;
       for (size_t k = 0; k < members; ++k) inside += st->fused->counts(k).busy_ns;
-      const int64_t outside = std::max<int64_t>(0, st->busy_ns.load(std::memory_order_relaxed) - inside);
+      const int64_t busy = st->busy_ns.load(std::memory_order_relaxed);
+      const int64_t outside = std::max<int64_t>(0, busy - inside);
+      // The chain's CPU time is read per slice, not per operator call (a system call each): each
+      // operator gets the share its busy_ns has of the chain's.
+      const double cpu_share =
+          busy > 0 ? static_cast<double>(st->cpu_ns.load(std::memory_order_relaxed)) / static_cast<double>(busy) : 0.0;
       for (size_t k = 0; k < members; ++k) {
         const ops::FusedChain::Counts c = st->fused->counts(k);
         OperatorStats o;
@@ -164,6 +169,7 @@ PipelineStats Pipeline::stats() const {
         o.tuples_in = c.tuples_in;
         o.tuples_out = c.tuples_out;
         o.busy_ns = c.busy_ns + (k + 1 == members ? outside : 0);
+        o.cpu_ns = static_cast<int64_t>(cpu_share * static_cast<double>(o.busy_ns));
         o.morsels = st->morsels.load(std::memory_order_relaxed);
         o.queued = k == 0 ? st->queued_rows.load(std::memory_order_relaxed) : 0;
         o.max_parallelism = st->max_parallelism;
@@ -180,6 +186,7 @@ PipelineStats Pipeline::stats() const {
     o.tuples_in = st->tuples_in.load(std::memory_order_relaxed);
     o.tuples_out = st->tuples_out.load(std::memory_order_relaxed);
     o.busy_ns = st->busy_ns.load(std::memory_order_relaxed);
+    o.cpu_ns = st->cpu_ns.load(std::memory_order_relaxed);
     o.morsels = st->morsels.load(std::memory_order_relaxed);
     o.queued = st->queued_rows.load(std::memory_order_relaxed);
     o.max_parallelism = st->max_parallelism;
@@ -200,6 +207,7 @@ PipelineStats Pipeline::stats() const {
     m.tuples_in += o.tuples_in;
     m.tuples_out += o.tuples_out;
     m.busy_ns += o.busy_ns;
+    m.cpu_ns += o.cpu_ns;
     m.morsels += o.morsels;
     m.queued += o.queued;
     m.peak_workers = std::max(m.peak_workers, o.peak_workers);

@@ -58,7 +58,7 @@ def test_operator_table(output):
     top = max(bench.THREADS)
     header, rows, notes = read_table(output, f"5. Worker time per tuple and operator: the engine at {top} threads")
     assert header == ["pipeline", "inputs", "operator", "kind", "fused", "tuples in", "busy ms", "ns/tuple in",
-                      "ns/input tuple"]
+                      "ns/input tuple", "cpu ms", "cpu ns/tuple in"]
     operators = {"stateless": ["filter", "with_columns"], "sessions": ["sessionize", "running"],
                  "windows": ["window_aggregate"]}
     below = {"stateless": ["filter (x4, below the merge)", "with_columns", "union (the merge, after operators below it)"]}
@@ -67,6 +67,9 @@ def test_operator_table(output):
                                                 "(all operators)"]]
     assert all(number(r[5]) > 0 and number(r[6]) > 0 and number(r[8]) > 0 for r in rows)
     assert all(number(r[7]) > 0 for r in rows if r[2] != "(all operators)")
+    # CPU time: some, and within the clock's time (rounded to 0.1 ms, so compared with its slack).
+    assert all(number(r[9]) <= number(r[6]) + 0.1 for r in rows)
+    assert all(0 < number(r[10]) <= number(r[7]) + 0.1 for r in rows if r[2] != "(all operators)")
     assert "stats()" in notes[0]
 
 

@@ -269,6 +269,8 @@ def test_partitioned_operators_of_one_key_fuse_and_equal_unfused_runs():
     ops = result.stats()["operators"]
     assert [o["name"] for o in ops] == ["sessionize", "running", "lag", "delta"]
     assert all(o["fused"] and o["kind"] == "partitioned" and o["tuples_in"] == n and o["busy_ns"] > 0 for o in ops)
+    # The chain's CPU time, split in proportion to its operators' busy_ns.
+    assert all(0 < o["cpu_ns"] <= o["busy_ns"] for o in ops)
     # lag first: sessionize and running take its key ids.
     r = po.Pipeline(t, time="ts").lag("k", ["v"]).sessionize("k", gap=20).running("k", {"n": po.count()})
     assert "fused: 0+1+2 (lag+sessionize+running)" in r.explain()
