@@ -45,9 +45,18 @@ struct RowRef {
 // all columns, in a buffer each thread keeps), longer ones a segment at a time.
 Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> sources,
              std::span<const Segment> segments);
+// How a gather writes its columns. kCached: plain stores, so an operator that reads the batch at
+// once finds it in cache. kStreamed: for a batch read only after much else is written (merge()'s
+// result, which the caller collects whole): fixed-width values of 4 and 8 bytes gathered row by
+// row go around the cache (non-temporal stores, then a store fence before the batch is handed on),
+// which spares the read of each line from memory that a plain store to a line not in cache makes
+// first.
+enum class Stores { kCached, kStreamed };
+
 // The same for rows named one by one (a merge of finely interleaved inputs decides its order a
 // row at a time, so it writes RowRefs directly instead of segments).
-Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> sources, std::span<const RowRef> rows);
+Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> sources, std::span<const RowRef> rows,
+             Stores stores = Stores::kCached);
 
 // The rows of `in` whose bit is set in `keep` (a filter's selection: bit i of word i / 64 for row
 // i, in (in.num_rows() + 63) / 64 words, bits past the rows zero), in row order, under `schema`

@@ -532,7 +532,8 @@ class Merge final : public BatchSource {
 
     [[gnu::noinline]] void flush() {
       if (n_ > 0) {
-        part_.out.push_back({gather(m_.schema_, sources_, std::span<const RowRef>(rows_.data(), static_cast<size_t>(n_)))});
+        part_.out.push_back({gather(m_.schema_, sources_, std::span<const RowRef>(rows_.data(), static_cast<size_t>(n_)),
+                                    m_.options_.streamed ? Stores::kStreamed : Stores::kCached)});
       }
       n_ = 0;
       last_ = k_;

@@ -23,6 +23,9 @@ struct MergeOptions {
   // thread is noise next to merging it, small enough that a region (about one input batch) makes
   // several parts per thread. Tests set it small to cut tiny regions into parts.
   int64_t part_rows = 8192;
+  // The output goes to a caller that collects it (merge()'s result), not to an operator that reads
+  // each batch at once: gathered batches are written around the cache (gather's Stores::kStreamed).
+  bool streamed = false;
 };
 
 // The merged order (docs/semantics.md): tuples by (time, input index, position in the input).

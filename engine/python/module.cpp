@@ -149,6 +149,7 @@ NB_MODULE(_engine, m) {
         for (Stream* s : inputs) sources.push_back(s->take());
         gate::MergeOptions options{std::move(time), batch_size};
         options.threads = threads != 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
+        options.streamed = true;  // the caller reads the result (merge()), no operator downstream
         return Stream{gate::make_merge(std::move(sources), std::move(options))};
       },
       "inputs"_a, "time"_a, "batch_size"_a, "threads"_a = 1,
