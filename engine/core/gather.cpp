@@ -198,7 +198,32 @@ class InOrderRows {
   // bits, a compare) grows with the sources while a row's work does not. On the merge of smart
   // meter readings (benchmarks/merge.py, one thread) the deposits ran 7-12% ahead at 6, 8 and 12
   // inputs, even at 16, and 6% behind at 20.
-  static constexpr size_t kMaxSources = 16;
+  static constexpr size_t kMaxSources = SourceMasks::kMaxSources;
+
+  // Plans rows whose masks the caller made (SourceMasks): each source's words, their counts, and
+  // each source's first row, the row of its mask's first set bit.
+  void adopt(std::span<const RowRef> rows, size_t sources, const SourceMasks& given) {
+    const size_t k = k_ = sources;
+    words_ = (rows.size() + 63) / 64;
+    masks_.resize(words_ * k);
+    counts_.resize(words_ * k);
+    first_.assign(k, 0);
+    taken_.assign(k, 0);
+    for (size_t s = 0; s < k; ++s) {
+      const uint64_t* from = given.words + s * given.stride;
+      bool seen = false;
+      for (size_t w = 0; w < words_; ++w) {
+        const uint64_t m = from[w];
+        masks_[w * k + s] = m;
+        counts_[w * k + s] = static_cast<uint8_t>(popcount(m));
+        taken_[s] += counts_[w * k + s];
+        if (!seen && m != 0) {
+          first_[s] = rows[w * 64 + static_cast<size_t>(std::countr_zero(m))].row;
+          seen = true;
+        }
+      }
+    }
+  }
 
   // Plans `rows` of `sources` sources: false (nothing planned) when they do not take each
   // source's rows in order, one after another, or have more than kMaxSources sources.
@@ -548,7 +573,7 @@ bool row_refs(std::span<const Segment> segments, int64_t num_rows, std::vector<R
 // column by column.
 template <class Rows>
 Batch gather_rows(std::shared_ptr<const Schema> schema, std::span<const Batch> sources, Rows rows, int64_t num_rows,
-                  const uint64_t* keep = nullptr, Stores stores = Stores::kCached) {
+                  const uint64_t* keep = nullptr, Stores stores = Stores::kCached, const SourceMasks* masks = nullptr) {
   auto owned = std::make_shared<BatchMemory>();
   std::vector<Column> columns(schema->fields.size());
   const size_t bitmap_size = bitmap_words_bytes(num_rows);
@@ -558,6 +583,10 @@ Batch gather_rows(std::shared_ptr<const Schema> schema, std::span<const Batch> s
   int planned = -1;  // -1: not yet asked; then whether the plan serves these rows
   auto in_order = [&]() -> const InOrderRows* {
     if constexpr (std::is_same_v<Rows, std::span<const RowRef>>) {
+      if (planned < 0 && masks != nullptr && sources.size() <= InOrderRows::kMaxSources) {
+        plan.adopt(rows, sources.size(), *masks);
+        planned = 1;
+      }
       if (planned < 0) planned = plan.plan(rows, sources.size()) ? 1 : 0;
       return planned == 1 ? &plan : nullptr;
     }
@@ -640,8 +669,8 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
 }
 
 Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> sources, std::span<const RowRef> rows,
-             Stores stores) {
-  return gather_rows(std::move(schema), sources, rows, static_cast<int64_t>(rows.size()), nullptr, stores);
+             Stores stores, const SourceMasks* masks) {
+  return gather_rows(std::move(schema), sources, rows, static_cast<int64_t>(rows.size()), nullptr, stores, masks);
 }
 
 Batch gather_kept(std::shared_ptr<const Schema> schema, const Batch& in, const uint64_t* keep) {

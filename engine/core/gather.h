@@ -53,10 +53,21 @@ Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> source
 // first.
 enum class Stores { kCached, kStreamed };
 
+// Rows that take each source's rows in order, one after another (a merge's), marked by the caller
+// as it writes them: source s's rows are the set bits of words [s * stride, s * stride + (rows + 63)
+// / 64) of `words` (bit r % 64 of word r / 64 for rows[r]; none past the rows). For up to
+// kMaxSources sources, where a gather plans such rows' bitmaps and string bytes by source.
+struct SourceMasks {
+  static constexpr size_t kMaxSources = 16;
+  const uint64_t* words;
+  size_t stride;
+};
+
 // The same for rows named one by one (a merge of finely interleaved inputs decides its order a
-// row at a time, so it writes RowRefs directly instead of segments).
+// row at a time, so it writes RowRefs directly instead of segments). With `masks` the gather takes
+// them as its plan of the rows instead of making one in a pass over them.
 Batch gather(std::shared_ptr<const Schema> schema, std::span<const Batch> sources, std::span<const RowRef> rows,
-             Stores stores = Stores::kCached);
+             Stores stores = Stores::kCached, const SourceMasks* masks = nullptr);
 
 // The rows of `in` whose bit is set in `keep` (a filter's selection: bit i of word i / 64 for row
 // i, in (in.num_rows() + 63) / 64 words, bits past the rows zero), in row order, under `schema`

@@ -58,6 +58,8 @@ struct Part {
   // row or two, which gather copies row by row anyway): kept from region to region, so its memory
   // is not touched for the first time (page faults) at every region.
   std::vector<RowRef> rows;
+  // Per input, the bits of `rows` that are its (SourceMasks: the gather's plan of them), kept so.
+  std::vector<uint64_t> masks;
 };
 
 // The merge works region by region. A region is every row that is ready without pulling an input:
@@ -404,13 +406,10 @@ class Merge final : public BatchSource {
   // Merges one part into part.out (Lane). Reads the cursors and `sources` only (they stay as they
   // are while a region's parts run), so parts run concurrently.
   void merge_part(Part& part, const std::vector<Batch>& sources) const {
-    if (auto narrow = narrow_keys(part)) {
-      Lane<NarrowKeys> lane(*this, *narrow, part, sources);
+    with_keys(part, part, [&](const auto& keys, const auto&, auto masks) {
+      Lane<std::decay_t<decltype(keys)>, decltype(masks)::value> lane(*this, keys, part, sources);
       while (lane.step()) {}
-    } else {
-      Lane<WideKeys> lane(*this, WideKeys{}, part, sources);
-      while (lane.step()) {}
-    }
+    });
   }
 
   // Merges two parts at once, a row of each in turn. A lane's step is one chain of dependent
@@ -418,24 +417,40 @@ class Merge final : public BatchSource {
   // winner), so a lane alone leaves the core waiting on latency; two independent chains in one
   // loop fill that wait.
   void merge_pair(Part& a, Part& b, const std::vector<Batch>& sources) const {
-    auto na = narrow_keys(a);
-    auto nb = narrow_keys(b);
-    if (na && nb) {
-      merge_lanes(Lane<NarrowKeys>(*this, *na, a, sources), Lane<NarrowKeys>(*this, *nb, b, sources));
-    } else {
-      merge_lanes(Lane<WideKeys>(*this, WideKeys{}, a, sources), Lane<WideKeys>(*this, WideKeys{}, b, sources));
-    }
+    with_keys(a, b, [&](const auto& ka, const auto& kb, auto masks) {
+      using L = Lane<std::decay_t<decltype(ka)>, decltype(masks)::value>;
+      L x(*this, ka, a, sources);
+      L y(*this, kb, b, sources);
+      bool more_x = true;
+      bool more_y = true;
+      while (more_x && more_y) {
+        more_x = x.step();
+        more_y = y.step();
+      }
+      while (more_x) more_x = x.step();
+      while (more_y) more_y = y.step();
+    });
   }
-  template <class L>
-  static void merge_lanes(L&& x, L&& y) {
-    bool more_x = true;
-    bool more_y = true;
-    while (more_x && more_y) {
-      more_x = x.step();
-      more_y = y.step();
+
+  // Calls f(keys of a, keys of b, masks): keys of one type for both parts, narrow when both parts'
+  // times allow; masks a std::bool_constant, whether the lanes mark each input's rows for the
+  // gather (SourceMasks), which it takes from inputs few enough.
+  template <class F>
+  void with_keys(const Part& a, const Part& b, F&& f) const {
+    const auto na = narrow_keys(a);
+    const auto nb = narrow_keys(b);
+    auto go = [&](auto masks) {
+      if (na && nb) {
+        f(*na, *nb, masks);
+      } else {
+        f(WideKeys{}, WideKeys{}, masks);
+      }
+    };
+    if (cursors_.size() <= SourceMasks::kMaxSources) {
+      go(std::true_type{});
+    } else {
+      go(std::false_type{});
     }
-    while (more_x) more_x = x.step();
-    while (more_y) more_y = y.step();
   }
 
   // Rows an input takes one at a time before the merge looks for the end of its run at once
@@ -444,8 +459,9 @@ class Merge final : public BatchSource {
 
   // The merge of one part, a winner's rows per step: runs of at least slice_rows_ rows as
   // zero-copy slices of their input's batch, the rest gathered into batches of up to batch_size
-  // rows, appended to part.out.
-  template <class Keys>
+  // rows, appended to part.out. With kMasks it marks each input's rows of the batch as it writes
+  // them (SourceMasks), so the gather need not find them in a pass of its own over the rows.
+  template <class Keys, bool kMasks>
   class Lane {
    public:
     using Key = typename Keys::Key;
@@ -459,6 +475,11 @@ class Merge final : public BatchSource {
       for (const Span& sp : part.spans) part_rows += sp.hi - sp.lo;
       const int64_t most = std::min(part_rows, batch_size_);
       if (static_cast<int64_t>(rows_.size()) < most) rows_.resize(static_cast<size_t>(most));
+      if constexpr (kMasks) {
+        words_ = static_cast<size_t>((most + 63) / 64);
+        part.masks.assign(k_ * words_, 0);
+        for (uint32_t i = 0; i < k_; ++i) heads_[i].mask = part.masks.data() + i * words_;
+      }
     }
 
     // Takes the next winner's rows; false once the part is merged (its last batch made). Inlined
@@ -476,6 +497,7 @@ class Merge final : public BatchSource {
         // A row at a time: inputs that interleave finely (runs of a row or two) take this path
         // at every row, where asking the tree for the runner-up and galloping would cost a
         // mispredicted branch at nearly every row.
+        if constexpr (kMasks) h.mask[n_ >> 6] |= uint64_t{1} << (n_ & 63);
         rows_[static_cast<size_t>(n_++)] = {i, static_cast<uint32_t>(h.pos)};
         trail_ = before + 1;
         last_ = i;
@@ -491,10 +513,19 @@ class Merge final : public BatchSource {
    private:
     // What the lane needs of input i at every row, together (one index, one line).
     struct Head {
-      const int64_t* times;  // the input's batch's times
-      int64_t pos;           // the next row of its span
-      int64_t hi;            // its span's end
+      const int64_t* times;     // the input's batch's times
+      int64_t pos;              // the next row of its span
+      int64_t hi;               // its span's end
+      uint64_t* mask = nullptr;  // kMasks: its rows among rows_[0, n_), as bits (words_ words)
     };
+
+    // Sets (or clears) bits [from, from + count) of an input's mask.
+    static void mark(uint64_t* mask, int64_t from, int64_t count, bool on) noexcept {
+      for (int64_t r = from; r < from + count; ++r) {
+        const uint64_t bit = uint64_t{1} << (r & 63);
+        mask[r >> 6] = on ? mask[r >> 6] | bit : mask[r >> 6] & ~bit;
+      }
+    }
 
     static std::vector<Key> first_keys(const Merge& m, const Keys& keys, const Part& part) {
       const auto k = static_cast<uint32_t>(part.spans.size());
@@ -514,6 +545,7 @@ class Merge final : public BatchSource {
       const Key runner = tree_.runner();
       const int64_t end = tree_.live(runner) ? run_end(keys_, h.times, i, h.pos, h.hi, runner) : h.hi;
       if (end - (h.pos - before) >= m_.slice_rows_) {
+        if constexpr (kMasks) mark(h.mask, n_ - before, before, false);
         n_ -= before;
         flush();
         const int64_t start = h.pos - before;
@@ -524,6 +556,7 @@ class Merge final : public BatchSource {
       const int64_t take = std::min(end - h.pos, batch_size_ - n_);
       RowRef* out = rows_.data() + n_;
       for (int64_t r = h.pos; r < h.pos + take; ++r) *out++ = {i, static_cast<uint32_t>(r)};
+      if constexpr (kMasks) mark(h.mask, n_, take, true);
       n_ += take;
       trail_ = before + take;
       h.pos += take;
@@ -532,8 +565,15 @@ class Merge final : public BatchSource {
 
     [[gnu::noinline]] void flush() {
       if (n_ > 0) {
+        const SourceMasks masks{part_.masks.data(), words_};
         part_.out.push_back({gather(m_.schema_, sources_, std::span<const RowRef>(rows_.data(), static_cast<size_t>(n_)),
-                                    m_.options_.streamed ? Stores::kStreamed : Stores::kCached)});
+                                    m_.options_.streamed ? Stores::kStreamed : Stores::kCached,
+                                    kMasks ? &masks : nullptr)});
+        if constexpr (kMasks) {
+          // The next batch starts with no marks: every input's words this one used back to 0.
+          const size_t used = static_cast<size_t>((n_ + 63) / 64);
+          for (uint32_t i = 0; i < k_; ++i) std::fill_n(heads_[i].mask, used, uint64_t{0});
+        }
       }
       n_ = 0;
       last_ = k_;
@@ -550,6 +590,7 @@ class Merge final : public BatchSource {
     // rows_[0, n_): the batch being built. Its last trail_ rows are input last_'s rows just
     // before heads_[last_].pos (a run that a slice may take over whole).
     std::vector<RowRef>& rows_;
+    size_t words_ = 0;  // kMasks: words of each input's mask (part_.masks)
     int64_t batch_size_;
     int64_t gallop_after_;
     int64_t n_ = 0;

@@ -51,28 +51,31 @@ std::vector<Row> drain(BatchSource& src) {
 }  // namespace
 
 // Every round twice: times near 0 (parts merge with 64-bit keys) and spread over the whole int64
-// range (128-bit keys); one thread, or several with regions cut into parts of a few rows.
+// range (128-bit keys); one thread, or several with regions cut into parts of a few rows. Every
+// seventh round has inputs of thousands of rows and batches of up to 2,000 (the marks a lane makes
+// of each input's rows span many words), and every third one streams its stores.
 TEST(merge_equals_reference_on_random_inputs) {
   std::mt19937_64 rng(12345);
   auto sch = fixtures::time_string_schema();
   for (int round = 0; round < 600; ++round) {
     const bool spread = round % 2 == 1;
     const size_t k = 1 + rng() % (round % 10 == 0 ? 20 : 6);
-    const int64_t batch_size = 1 + static_cast<int64_t>(rng() % 40);
+    const bool big = round % 7 == 3;
+    const int64_t batch_size = 1 + static_cast<int64_t>(rng() % (big ? 2000 : 40));
     std::vector<Row> reference;
     std::vector<std::unique_ptr<BatchSource>> inputs;
     for (size_t i = 0; i < k; ++i) {
-      const size_t n = rng() % 60;
+      const size_t n = rng() % (big ? 3000 : 60);
       std::vector<int64_t> times(n);
       int64_t t = static_cast<int64_t>(rng() % 5);
       for (size_t r = 0; r < n; ++r) {
         t += static_cast<int64_t>(rng() % 3);  // many ties, within and across inputs
-        times[r] = spread ? (t < 60 ? INT64_MIN + t : INT64_MAX - 1000 + t) : t;  // monotone in t
+        times[r] = spread ? (t < 60 ? INT64_MIN + t : INT64_MAX - 100000 + t) : t;  // monotone in t
       }
       std::vector<Batch> batches;
       size_t r = 0;
       while (r < n) {
-        const size_t len = std::min(n - r, 1 + static_cast<size_t>(rng() % 25));
+        const size_t len = std::min(n - r, 1 + static_cast<size_t>(rng() % (big ? 800 : 25)));
         std::vector<int64_t> bt(times.begin() + r, times.begin() + r + len);
         std::vector<std::string> bs;
         std::vector<bool> valid;
@@ -93,7 +96,8 @@ TEST(merge_equals_reference_on_random_inputs) {
     for (Row& row : reference) row.input = row.pos = 0;
     gate::MergeOptions options{"t", batch_size};
     options.threads = 1 + static_cast<unsigned>(rng() % 4);
-    options.part_rows = 1 + static_cast<int64_t>(rng() % 8);
+    options.part_rows = 1 + static_cast<int64_t>(rng() % (big ? 500 : 8));
+    options.streamed = round % 3 == 0;
     auto merged = gate::make_merge(std::move(inputs), options);
     CHECK(drain(*merged) == reference);
   }
