@@ -492,7 +492,9 @@ class Merge final : public BatchSource {
       }
       const uint32_t i = keys_.order(winner);
       Head& h = heads_[i];
-      const int64_t before = last_ == i ? trail_ : 0;  // rows of this run already in the batch
+      // Rows of this run already in the batch. A mask, not a select: GCC made the select a branch,
+      // which inputs that interleave finely mispredict at every other row.
+      const int64_t before = trail_ & -static_cast<int64_t>(last_ == i);
       if (before < gallop_after_) [[likely]] {
         // A row at a time: inputs that interleave finely (runs of a row or two) take this path
         // at every row, where asking the tree for the runner-up and galloping would cost a
