@@ -508,6 +508,11 @@ class Merge final : public BatchSource {
       } else {
         take_run(i, h, before);
       }
+      // Each input's times are a stream of their own, and two lanes of 20 inputs are more streams
+      // than the hardware prefetcher follows: the load of the next time missed the cache. Asking
+      // for the line 32 rows ahead made the merge of 20 inputs 4-5% faster (one thread and two),
+      // and cost nothing measurable at 4.
+      __builtin_prefetch(h.times + h.pos + 32);
       tree_.replay(i, h.pos < h.hi ? keys_.make(h.times[h.pos], i) : tree_.ended(i));
       return true;
     }
