@@ -194,10 +194,12 @@ inline uint64_t read_bits(const uint8_t* bits, int64_t bytes, int64_t at, unsign
 // bitmap column (each validity, each bool column) of the batch.
 class InOrderRows {
  public:
-  // Sources beyond this many go row by row: each word's work per source (its mask, a read of its
-  // bits, a compare) grows with the sources while a row's work does not. On the merge of smart
-  // meter readings (benchmarks/merge.py, one thread) the deposits ran 7-12% ahead at 6, 8 and 12
-  // inputs, even at 16, and 6% behind at 20.
+  // Sources beyond kMaxPlanned go row by row (plan() says no): each word's work per source (its
+  // mask, a read of its bits, a compare) grows with the sources while a row's work does not. On
+  // the merge of smart meter readings (benchmarks/merge.py, one thread), with this plan's pass over
+  // the rows, the deposits ran 7-12% ahead at 6, 8 and 12 inputs, even at 16, and 6% behind at 20.
+  // Masks the caller made (adopt()) spare that pass, and serve up to kMaxSources.
+  static constexpr size_t kMaxPlanned = 16;
   static constexpr size_t kMaxSources = SourceMasks::kMaxSources;
 
   // Plans rows whose masks the caller made (SourceMasks): each source's words, their counts, and
@@ -226,9 +228,9 @@ class InOrderRows {
   }
 
   // Plans `rows` of `sources` sources: false (nothing planned) when they do not take each
-  // source's rows in order, one after another, or have more than kMaxSources sources.
+  // source's rows in order, one after another, or have more than kMaxPlanned sources.
   bool plan(std::span<const RowRef> rows, size_t sources) {
-    if (sources == 0 || sources > kMaxSources) return false;
+    if (sources == 0 || sources > kMaxPlanned) return false;
     const size_t k = k_ = sources;
     const size_t n = rows.size();
     words_ = (n + 63) / 64;
