@@ -32,12 +32,13 @@ struct NarrowKeys {
   using Key = uint64_t;
   int64_t base;
   unsigned bits;  // enough for orders up to 2 * leaves
+  uint64_t order_mask = (uint64_t{1} << bits) - 1;  // made once: order() is on every step's chain
   Key make(int64_t time, uint32_t order) const noexcept {
     return ((static_cast<uint64_t>(time) - static_cast<uint64_t>(base)) << bits) | order;
   }
   Key last(uint32_t order) const noexcept { return (((uint64_t{1} << (63 - bits)) - 1) << bits) | order; }
   int64_t time(Key k) const noexcept { return static_cast<int64_t>((k >> bits) + static_cast<uint64_t>(base)); }
-  uint32_t order(Key k) const noexcept { return static_cast<uint32_t>(k & ((uint64_t{1} << bits) - 1)); }
+  uint32_t order(Key k) const noexcept { return static_cast<uint32_t>(k & order_mask); }
   // Keys for times in [lo, hi] and `leaves` leaves, if they fit.
   static std::optional<NarrowKeys> fit(int64_t lo, int64_t hi, uint32_t leaves) noexcept {
     unsigned bits = 1;

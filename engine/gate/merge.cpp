@@ -475,6 +475,7 @@ class Merge final : public BatchSource {
       for (const Span& sp : part.spans) part_rows += sp.hi - sp.lo;
       const int64_t most = std::min(part_rows, batch_size_);
       if (static_cast<int64_t>(rows_.size()) < most) rows_.resize(static_cast<size_t>(most));
+      refs_ = rows_.data();
       if constexpr (kMasks) {
         words_ = static_cast<size_t>((most + 63) / 64);
         part.masks.assign(k_ * words_, 0);
@@ -500,7 +501,7 @@ class Merge final : public BatchSource {
         // at every row, where asking the tree for the runner-up and galloping would cost a
         // mispredicted branch at nearly every row.
         if constexpr (kMasks) h.mask[n_ >> 6] |= uint64_t{1} << (n_ & 63);
-        rows_[static_cast<size_t>(n_++)] = {i, static_cast<uint32_t>(h.pos)};
+        refs_[n_++] = {i, static_cast<uint32_t>(h.pos)};
         trail_ = before + 1;
         last_ = i;
         ++h.pos;
@@ -561,7 +562,7 @@ class Merge final : public BatchSource {
         return;
       }
       const int64_t take = std::min(end - h.pos, batch_size_ - n_);
-      RowRef* out = rows_.data() + n_;
+      RowRef* out = refs_ + n_;
       for (int64_t r = h.pos; r < h.pos + take; ++r) *out++ = {i, static_cast<uint32_t>(r)};
       if constexpr (kMasks) mark(h.mask, n_, take, true);
       n_ += take;
@@ -573,7 +574,7 @@ class Merge final : public BatchSource {
     [[gnu::noinline]] void flush() {
       if (n_ > 0) {
         const SourceMasks masks{part_.masks.data(), words_};
-        part_.out.push_back({gather(m_.schema_, sources_, std::span<const RowRef>(rows_.data(), static_cast<size_t>(n_)),
+        part_.out.push_back({gather(m_.schema_, sources_, std::span<const RowRef>(refs_, static_cast<size_t>(n_)),
                                     m_.options_.streamed ? Stores::kStreamed : Stores::kCached,
                                     kMasks ? &masks : nullptr)});
         if constexpr (kMasks) {
@@ -597,6 +598,7 @@ class Merge final : public BatchSource {
     // rows_[0, n_): the batch being built. Its last trail_ rows are input last_'s rows just
     // before heads_[last_].pos (a run that a slice may take over whole).
     std::vector<RowRef>& rows_;
+    RowRef* refs_;  // rows_.data(), sized once (a row's store needs no load of the vector's pointer)
     size_t words_ = 0;  // kMasks: words of each input's mask (part_.masks)
     int64_t batch_size_;
     int64_t gallop_after_;
