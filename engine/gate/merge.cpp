@@ -33,6 +33,9 @@ struct Cursor {
   // it. Pulled again only when no row can leave without it.
   bool waiting = false;
   int64_t promise = INT64_MIN;
+  // batch's times are not read (validated) yet: a large batch is read with the others pulled for
+  // the same region, on the merge's threads (check_pulled), before any of its rows is used.
+  bool unchecked = false;
 };
 
 // Rows [lo, hi) of one input's current batch.
@@ -206,8 +209,9 @@ class Merge final : public BatchSource {
       }
       if (b->num_rows() > 0) {
         c.batch = std::move(*b);
-        c.times = c.checked->read(c.batch);
         c.end = c.batch.num_rows();
+        c.unchecked = options_.threads > 1 && c.end >= kCheckedTogether;
+        if (!c.unchecked) c.times = c.checked->read(c.batch);
         return;
       }
       if (const int64_t h = c.source->bound(); h != INT64_MIN) {
@@ -231,6 +235,45 @@ class Merge final : public BatchSource {
     return at - t;
   }
 
+  // Batches of this many rows or more are read (validated) together (check_pulled): reading an
+  // input's times is a pass over memory not in cache, a twentieth of the merge of 4 inputs
+  // (benchmarks/merge.py), and on one thread it is all before any merging starts.
+  static constexpr int64_t kCheckedTogether = 65536;
+
+  // Reads the times of every batch pull() left unchecked, several inputs' at once on the merge's
+  // threads; then throws the error of the first input whose batch has one, as reading each at its
+  // pull would have.
+  void check_pulled() {
+    std::vector<uint32_t> todo;
+    for (uint32_t i = 0; i < cursors_.size(); ++i) {
+      if (cursors_[i].unchecked) todo.push_back(i);
+    }
+    if (todo.empty()) return;
+    std::vector<std::exception_ptr> errors(todo.size());
+    auto check = [&](size_t t) {
+      Cursor& c = cursors_[todo[t]];
+      try {
+        c.times = c.checked->read(c.batch);  // each input's own InputTimes: no state shared
+      } catch (...) {
+        errors[t] = std::current_exception();
+      }
+      c.unchecked = false;
+    };
+    if (todo.size() == 1) {
+      check(0);
+    } else {
+      pool().run(todo.size(), check);
+    }
+    for (const std::exception_ptr& e : errors) {
+      if (e) std::rethrow_exception(e);
+    }
+  }
+
+  sync::ForkJoin& pool() {
+    if (!pool_) pool_ = std::make_unique<sync::ForkJoin>(options_.threads - 1);
+    return *pool_;
+  }
+
   enum class Found { kRegion, kAnnounce, kEnd, kBlocked };
 
   // Pulls what the next region needs until it has rows (region_, rows_, widest_), the merge has a
@@ -244,12 +287,18 @@ class Merge final : public BatchSource {
     const auto k = static_cast<uint32_t>(cursors_.size());
     const WideKeys wide;
     for (;;) {
-      for (uint32_t i = 0; i < k; ++i) {
-        const Cursor& c = cursors_[i];
-        if (!c.source || c.pos < c.end || c.waiting) continue;
-        pull(i, wait);
-        if (c.source && c.pos == c.end && !c.waiting) return Found::kBlocked;  // only without waiting
+      try {
+        for (uint32_t i = 0; i < k; ++i) {
+          const Cursor& c = cursors_[i];
+          if (!c.source || c.pos < c.end || c.waiting) continue;
+          pull(i, wait);
+          if (c.source && c.pos == c.end && !c.waiting) return Found::kBlocked;  // only without waiting
+        }
+      } catch (...) {
+        check_pulled();  // an earlier input's bad batch comes first: reading it at its pull would have thrown
+        throw;
       }
+      check_pulled();
       least_ = k;
       WideKeys::Key least_key = 0;
       for (uint32_t i = 0; i < k; ++i) {
@@ -341,8 +390,7 @@ class Merge final : public BatchSource {
     } else if (options_.threads == 1) {
       merge_pair(cut[0], cut[1], sources);
     } else {
-      if (!pool_) pool_ = std::make_unique<sync::ForkJoin>(options_.threads - 1);
-      pool_->run(parts / 2, [&](size_t q) { merge_pair(cut[2 * q], cut[2 * q + 1], sources); });
+      pool().run(parts / 2, [&](size_t q) { merge_pair(cut[2 * q], cut[2 * q + 1], sources); });
     }
     // Slices of one input batch that parts cut apart leave whole again (disjoint inputs pass
     // through as they would with one thread).
@@ -616,7 +664,7 @@ class Merge final : public BatchSource {
   std::vector<Cursor> cursors_;
   std::deque<Batch> ready_;  // the current region's batches not yet taken
   std::vector<Part> parts_;  // the current region's parts (the first `parts` of them)
-  std::unique_ptr<sync::ForkJoin> pool_;  // threads - 1 helpers, made at the first region with parts
+  std::unique_ptr<sync::ForkJoin> pool_;  // threads - 1 helpers, made at first use (pool())
   bool started_ = false;
   int64_t announced_ = INT64_MIN;  // bound() (see there)
   // What find_region() found: the region, its rows, its widest input, the input bounding it.

@@ -163,6 +163,54 @@ TEST(unsorted_input_is_named_with_row_and_values) {
   CHECK_THROWS_WITH(merged->next(), ErrorKind::kUnsorted, "row 2");
 }
 
+// With several threads, batches of 65,536 rows or more are validated together, on the merge's
+// threads, after the pulls of a region: the error is still the one a check at each pull would have
+// found first, the lowest input's, and comes before any row.
+TEST(batches_validated_together_report_the_first_input_with_an_error) {
+  auto sch = fixtures::time_string_schema();
+  const int64_t n = 70000;
+  auto input = [&](int64_t descent_at) {
+    std::vector<int64_t> t(static_cast<size_t>(n));
+    std::vector<std::string> s(static_cast<size_t>(n), "x");
+    for (int64_t r = 0; r < n; ++r) t[static_cast<size_t>(r)] = r;
+    if (descent_at > 0) t[static_cast<size_t>(descent_at)] = -1;
+    return fixtures::time_string_batch(sch, t, s);
+  };
+  // A source whose first next() fails (as a Python iterator that raises).
+  class Failing final : public BatchSource {
+   public:
+    explicit Failing(std::shared_ptr<const Schema> s) : schema_(std::move(s)) {}
+    const std::shared_ptr<const Schema>& schema() const noexcept override { return schema_; }
+    std::optional<Batch> next() override { throw Error(ErrorKind::kInvalidInput, "the source broke"); }
+
+   private:
+    std::shared_ptr<const Schema> schema_;
+  };
+  for (unsigned threads : {1u, 2u, 3u}) {
+    gate::MergeOptions options{"t", 4096};
+    options.threads = threads;
+    std::vector<std::unique_ptr<BatchSource>> in;
+    for (int64_t descent : {0, 50000, 0, 20000}) {
+      in.push_back(std::make_unique<fixtures::ListSource>(sch, std::vector<Batch>{input(descent)}));
+    }
+    auto merged = gate::make_merge(std::move(in), options);
+    CHECK_THROWS_WITH(merged->next(), ErrorKind::kUnsorted, "input 1 is not sorted by 't': row 50000 has -1");
+
+    std::vector<std::unique_ptr<BatchSource>> broken;
+    broken.push_back(std::make_unique<fixtures::ListSource>(sch, std::vector<Batch>{input(0)}));
+    broken.push_back(std::make_unique<fixtures::ListSource>(sch, std::vector<Batch>{input(30000)}));
+    broken.push_back(std::make_unique<Failing>(sch));
+    auto first = gate::make_merge(std::move(broken), options);
+    CHECK_THROWS_WITH(first->next(), ErrorKind::kUnsorted, "input 1 is not sorted by 't': row 30000 has -1");
+
+    std::vector<std::unique_ptr<BatchSource>> fine;
+    fine.push_back(std::make_unique<fixtures::ListSource>(sch, std::vector<Batch>{input(0)}));
+    fine.push_back(std::make_unique<Failing>(sch));
+    auto second = gate::make_merge(std::move(fine), options);
+    CHECK_THROWS_WITH(second->next(), ErrorKind::kInvalidInput, "the source broke");
+  }
+}
+
 TEST(null_time_is_named) {
   auto ts = fixtures::schema({{"t", fixtures::type(TypeId::kInt64)}, {"s", fixtures::type(TypeId::kUtf8)}});
   Batch b = fixtures::time_string_batch(ts, {1, 2}, {"a", "b"});
