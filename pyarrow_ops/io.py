@@ -49,12 +49,13 @@ Input: TypeAlias = (
 """One input: an Arrow stream or array object, a Parquet file path, or an iterable of batches."""
 
 _VIEW_REPLACEMENTS = {pa.string_view(): pa.string()}
+_VIEW_IDS = frozenset(t.id for t in _VIEW_REPLACEMENTS)  # a type's id is a plain int: no hashing of the type
 PARQUET_BATCH_ROWS = 65536
 
 
 def _without_views(schema: pa.Schema) -> pa.Schema | None:
     """The schema with view types replaced, or None if it has none."""
-    if not any(f.type in _VIEW_REPLACEMENTS for f in schema):
+    if not any(f.type.id in _VIEW_IDS for f in schema):
         return None
     return pa.schema(
         [f.with_type(_VIEW_REPLACEMENTS.get(f.type, f.type)) for f in schema], metadata=schema.metadata
@@ -167,6 +168,8 @@ def unify_string_types(streams: list[_engine.Stream]) -> list[_engine.Stream]:
     if len(streams) < 2:
         return streams
     schemas = [pa.schema(s) for s in streams]
+    if all(s.equals(schemas[0]) for s in schemas[1:]):  # the usual case, checked in C++
+        return streams
     widen: dict[str, pa.DataType] = {}
     for name in schemas[0].names:
         types = {sch.field(name).type for sch in schemas if name in sch.names}
