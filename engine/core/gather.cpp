@@ -436,8 +436,12 @@ void gather_fixed_columns(const Schema& schema, std::span<const Batch> sources, 
         to[c] = out[col] = owned.allocate(rows.size() * width);
       }
       auto run = [&]<class T>(T*) {
-        const auto* b = reinterpret_cast<const T* const*>(base.data());
-        auto* o = reinterpret_cast<T* const*>(to.data());
+        std::vector<const T*> typed(base.size());  // typed copies: no access through another pointer type
+        for (size_t j = 0; j < base.size(); ++j) typed[j] = reinterpret_cast<const T*>(base[j]);
+        std::array<T*, kAtOnce> outs{};
+        for (size_t c = 0; c < m; ++c) outs[c] = reinterpret_cast<T*>(to[c]);
+        const T* const* b = typed.data();
+        T* const* o = outs.data();
         const bool streamed = stores == Stores::kStreamed && sizeof(T) >= 4;
         auto go = [&]<size_t N>() {
           if (streamed) gather_fixed_together<T, N, true>(b, k, rows, o); else gather_fixed_together<T, N, false>(b, k, rows, o);
