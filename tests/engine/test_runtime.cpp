@@ -335,6 +335,7 @@ TEST(elastic_runs_equal_the_sequential_run_and_report_their_levels) {
 // output is the sequential run's (run under ThreadSanitizer by make tsan-test).
 TEST(helpers_beside_the_workers_equal_the_sequential_run) {
   std::mt19937_64 rng(41);
+  int64_t helper_steps = 0;
   for (int trial = 0; trial < 6; ++trial) {
     const std::vector<OpSpec> specs{{ops::OpKind::kStateless, ops::Selectivity::kAtMostOne, 500},
                                     {ops::OpKind::kPartitioned, ops::Selectivity::kExactlyOne, 500},
@@ -364,9 +365,12 @@ TEST(helpers_beside_the_workers_equal_the_sequential_run) {
     done.store(true, std::memory_order_relaxed);
     for (auto& t : helpers) t.join();
     CHECK(same(got, sequential(specs, input)));
-    // One worker leaves a core to the helpers wherever there are two.
-    if (std::thread::hardware_concurrency() > 1) CHECK(p.stats().helper_steps > 0);
+    helper_steps += p.stats().helper_steps;
   }
+  // One worker leaves a core to the helpers wherever there are two: over the six runs they take
+  // steps. (Not in each run: on a machine busy with other work a run may end before a helper is
+  // scheduled, as one in three did here beside two busy processes.)
+  if (std::thread::hardware_concurrency() > 1) CHECK(helper_steps > 0);
 }
 
 TEST(more_than_64_operators_run_under_every_model) {
