@@ -208,23 +208,20 @@ class InOrderRows {
     const size_t k = k_ = sources;
     words_ = (rows.size() + 63) / 64;
     masks_.resize(words_ * k);
-    counts_.resize(words_ * k);
     first_.assign(k, 0);
-    taken_.assign(k, 0);
     for (size_t s = 0; s < k; ++s) {
       const uint64_t* from = given.words + s * given.stride;
       bool seen = false;
       for (size_t w = 0; w < words_; ++w) {
         const uint64_t m = from[w];
         masks_[w * k + s] = m;
-        counts_[w * k + s] = static_cast<uint8_t>(popcount(m));
-        taken_[s] += counts_[w * k + s];
         if (!seen && m != 0) {
           first_[s] = rows[w * 64 + static_cast<size_t>(std::countr_zero(m))].row;
           seen = true;
         }
       }
     }
+    count();
   }
 
   // Plans `rows` of `sources` sources: false (nothing planned) when they do not take each
@@ -251,14 +248,9 @@ class InOrderRows {
       }
     }
     if (!in_order) return false;
-    counts_.resize(words_ * k);
-    for (size_t j = 0; j < words_ * k; ++j) counts_[j] = static_cast<uint8_t>(popcount(masks_[j]));
+    count();
     first_.assign(k, 0);
-    taken_.assign(k, 0);
-    for (size_t s = 0; s < k; ++s) {
-      for (size_t w = 0; w < words_; ++w) taken_[s] += counts_[w * k + s];
-      first_[s] = next[s] == 0 ? 0 : int64_t{next[s]} - taken_[s];
-    }
+    for (size_t s = 0; s < k; ++s) first_[s] = next[s] == 0 ? 0 : int64_t{next[s]} - taken_[s];
     return true;
   }
 
@@ -300,6 +292,19 @@ class InOrderRows {
   }
 
  private:
+  // counts_ and taken_ from masks_ (of words_ words of k_ sources): what plan() and adopt() share.
+  void count() {
+    counts_.resize(words_ * k_);
+    taken_.assign(k_, 0);
+    for (size_t w = 0; w < words_; ++w) {
+      for (size_t s = 0; s < k_; ++s) {
+        const size_t j = w * k_ + s;
+        counts_[j] = static_cast<uint8_t>(popcount(masks_[j]));
+        taken_[s] += counts_[j];
+      }
+    }
+  }
+
   // The low n bits of v, in order, at the set bits of mask (n of them).
   static uint64_t deposit(uint64_t v, uint64_t mask, unsigned n) noexcept {
     const uint64_t all = n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;

@@ -486,7 +486,7 @@ class Merge final : public BatchSource {
   template <class F>
   void with_keys(const Part& a, const Part& b, F&& f) const {
     const auto na = narrow_keys(a);
-    const auto nb = narrow_keys(b);
+    const auto nb = &a == &b ? na : narrow_keys(b);  // merge_part: one part
     auto go = [&](auto masks) {
       if (na && nb) {
         f(*na, *nb, masks);

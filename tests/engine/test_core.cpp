@@ -139,6 +139,14 @@ TEST(gather_copies_rows_in_segment_order) {
 
 // `n` random rows of `sch`: bools, fixed-width values (random bits), strings of up to 19 bytes;
 // the value in column c is null where null(c) says so (asked once per value).
+// A column of every layout: bools, 1- to 8-byte values, 32- and 64-bit offsets.
+std::shared_ptr<const Schema> every_layout_schema() {
+  return fixtures::schema({{"b", type(TypeId::kBool)}, {"u8", type(TypeId::kUInt8)},
+                           {"i16", type(TypeId::kInt16)}, {"f32", type(TypeId::kFloat32)},
+                           {"i64", type(TypeId::kInt64)}, {"s", type(TypeId::kUtf8)},
+                           {"ls", type(TypeId::kLargeUtf8)}});
+}
+
 Batch random_rows(std::mt19937_64& rng, const std::shared_ptr<const Schema>& sch, int64_t n,
                   const std::function<bool(size_t)>& null) {
   std::vector<ColumnBuilder> b;
@@ -319,10 +327,7 @@ void check_gathered(const std::shared_ptr<const Schema>& sch, const std::vector<
 // values, 32- and 64-bit offsets), sources sliced at odd offsets, with and without nulls.
 TEST(gather_equals_a_row_by_row_copy) {
   std::mt19937_64 rng(23);
-  auto sch = fixtures::schema({{"b", type(TypeId::kBool)}, {"u8", type(TypeId::kUInt8)},
-                               {"i16", type(TypeId::kInt16)}, {"f32", type(TypeId::kFloat32)},
-                               {"i64", type(TypeId::kInt64)}, {"s", type(TypeId::kUtf8)},
-                               {"ls", type(TypeId::kLargeUtf8)}});
+  auto sch = every_layout_schema();
   for (int round = 0; round < 300; ++round) {
     const size_t parts = 1 + rng() % 4;
     std::vector<Batch> sources;
@@ -443,10 +448,7 @@ TEST(gather_of_many_fixed_columns_equals_a_row_by_row_copy) {
 // word at a time): every layout, sources at odd offsets, nulls and selections at every density.
 TEST(gather_kept_equals_a_row_by_row_copy) {
   std::mt19937_64 rng(31);
-  auto sch = fixtures::schema({{"b", type(TypeId::kBool)}, {"u8", type(TypeId::kUInt8)},
-                               {"i16", type(TypeId::kInt16)}, {"f32", type(TypeId::kFloat32)},
-                               {"i64", type(TypeId::kInt64)}, {"s", type(TypeId::kUtf8)},
-                               {"ls", type(TypeId::kLargeUtf8)}});
+  auto sch = every_layout_schema();
   for (int round = 0; round < 400; ++round) {
     const int64_t n = 1 + static_cast<int64_t>(rng() % 300);
     const int nulls = static_cast<int>(rng() % 3);  // none, 1 in 16, half
