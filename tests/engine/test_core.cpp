@@ -356,11 +356,11 @@ TEST(gather_equals_a_row_by_row_copy) {
 }
 
 // gather() of rows one by one that take each source's rows in order, one after another (a
-// merge's rows: bitmaps by bit deposits, string bytes from each source's range), against a
-// row-by-row copy: 1 to 20 sources (past 16 the rows go one by one), batches of up to 300 rows
-// (several words of 64), sources at odd offsets, nulls and bools at every density (none, all,
-// sparse, half), string columns without nulls. Rows out of order within a source take the
-// general path and give the same batch.
+// merge's rows: bitmaps by bit deposits or exceptions, string bytes from each source's range),
+// against a row-by-row copy: 1 to 20 sources (past 16 the rows go one by one), batches of up to
+// 300 rows (several words of 64), sources at odd offsets, nulls and bools at every density
+// (none, all, sparse, half, rare), string columns without nulls. Rows out of order within a
+// source take the general path and give the same batch.
 TEST(gather_of_rows_in_each_sources_order_equals_a_row_by_row_copy) {
   std::mt19937_64 rng(29);
   auto sch = fixtures::schema({{"b", type(TypeId::kBool)}, {"i64", type(TypeId::kInt64)},
@@ -368,13 +368,16 @@ TEST(gather_of_rows_in_each_sources_order_equals_a_row_by_row_copy) {
                                {"ls", type(TypeId::kLargeUtf8)}, {"b2", type(TypeId::kBool)}});
   for (int round = 0; round < 400; ++round) {
     const size_t parts = round % 5 == 0 ? 12 + rng() % 9 : 1 + rng() % 6;
-    const int density = static_cast<int>(rng() % 4);  // of nulls and of true: 0, all, 1 in 16, half
+    // Of nulls and of true: none, all, 1 in 16, half, 1 in 128 (with 8 sources or more, bitmaps
+    // of rare nulls or flags gather by exceptions).
+    const int density = static_cast<int>(rng() % 5);
     auto pick = [&]() {
       switch (density) {
         case 0: return false;
         case 1: return true;
         case 2: return rng() % 16 == 0;
-        default: return rng() % 2 == 0;
+        case 3: return rng() % 2 == 0;
+        default: return rng() % 128 == 0;
       }
     };
     std::vector<Batch> sources;
