@@ -10,6 +10,7 @@
 
 #include "core/builder.h"
 #include "core/error.h"
+#include "core/prefetch.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -619,6 +620,11 @@ void copy_strings(const std::vector<const Offset*>& base, std::span<const Source
     const Offset first = offs[0];
     const auto len = static_cast<size_t>(offs[length_of(s)] - first);
     const uint8_t* from = src[s.source].data + first;
+    // The next rows' offsets and bytes, requested a line or two ahead: a merge reads as many
+    // streams of each as it has inputs, more than the hardware's prefetchers follow (20 inputs,
+    // one thread: 81-82 -> 86-88 M t/s; 4 inputs: no change).
+    prefetch(offs + 16);
+    prefetch(from + 128);
     if (len <= 16 && int64_t{first} + 16 <= int64_t{ends[s.source]}) [[likely]] {
       std::memcpy(bytes + pos, from, 16);
     } else {
