@@ -116,10 +116,7 @@ bool ExactSum::add_slow(const ExactSum& o) noexcept {
   return true;
 }
 
-double ExactSum::round() const noexcept {
-  if (m == 0) return 0.0;
-  return round_scaled(magnitude(m), scale, m < 0);
-}
+double ExactSum::round_slow() const noexcept { return round_scaled(magnitude(m), scale, m < 0); }
 
 double ExactSum::value(double finite) const noexcept {
   if ((special & kNaN) != 0 || (special & (kPosInf | kNegInf)) == (kPosInf | kNegInf)) return std::nan("");

@@ -85,8 +85,26 @@ struct ExactSum {
     }
     return add_slow(o);
   }
-  // The finite part, correctly rounded (flags ignored).
-  double round() const noexcept;
+  // The finite part, correctly rounded (flags ignored). Inline for the usual case, a result in
+  // the normal range: the top 63 bits of |m| with a sticky bit for any nonzero bit below them
+  // convert to the double |m| rounds to (63 bits leave 10 under a double's 53, so the sticky bit
+  // only turns an exact half into more than half, as the bits it stands for do), in one signed
+  // conversion, and the scaling by a power of two is exact. A running sum() rounds at every row,
+  // where the call to the general case was a tenth of its time (sessions pipeline, fewer keys).
+  double round() const noexcept {
+    if (m == 0) return 0.0;
+    const auto mag = m < 0 ? -static_cast<unsigned __int128>(m) : static_cast<unsigned __int128>(m);
+    const auto hi = static_cast<uint64_t>(mag >> 64);
+    const int length = hi != 0 ? 128 - std::countl_zero(hi) : 64 - std::countl_zero(static_cast<uint64_t>(mag));
+    const int drop = std::max(length - 63, 0);
+    const int32_t low = scale + drop;       // the exponent of the kept bits' last
+    const int32_t top = scale + length - 1;  // and of the leading bit
+    if (low < -1022 || top > 1023) [[unlikely]] return round_slow();
+    const auto below = mag & ((static_cast<unsigned __int128>(1) << drop) - 1);
+    const auto u = static_cast<int64_t>(static_cast<uint64_t>(mag >> drop) | static_cast<uint64_t>(below != 0));
+    const double r = static_cast<double>(u) * std::bit_cast<double>(static_cast<uint64_t>(low + 1023) << 52);
+    return m < 0 ? -r : r;
+  }
   // The sum's value: the flags' NaN or infinity, else `finite`.
   double value(double finite) const noexcept;
   double value() const noexcept { return value(round()); }
@@ -98,6 +116,7 @@ struct ExactSum {
   }
 
  private:
+  double round_slow() const noexcept;
   bool add_slow(double x) noexcept;
   bool add_slow(const ExactSum& o) noexcept;
 };

@@ -397,15 +397,24 @@ void AggStates::run_indexed(const uint32_t* slots, const Batch& batch, const int
   if (!order_sensitive(kind_) && (kind_ == AggKind::kSum || kind_ == AggKind::kMean) &&
       in_type_.id == TypeId::kFloat64) {
     const double* v = c->typed<double>();
+    const bool sum = kind_ == AggKind::kSum;
     for (size_t i = 0; i < n; ++i) {
       ahead(i);
       const uint32_t slot = slots[i];
       if (restarts != nullptr && restarts[i]) reset(slot);
+      Cell& cell = cells_[slot];
       if (all_valid || c->is_valid(rows[i])) {
-        ++cells_[slot].n;
-        add_float(slot, v[rows[i]]);
+        ++cell.n;
+        const double x = v[rows[i]];
+        // The exact sum's own inline step first (add_float's fast path), add_float for the rest.
+        if (cell.wide != 0 || !cell.sum.add(x)) add_float(slot, x);
       }
-      emit(slot, out);
+      if (!sum || cell.n == 0 || cell.wide != 0) {
+        emit(slot, out);
+        continue;
+      }
+      const double total = cell.sum.value(cell.sum.round());
+      out.append_fixed(&total);
     }
     return;
   }
