@@ -384,9 +384,14 @@ void AggStates::run_indexed(const uint32_t* slots, const Batch& batch, const int
   const bool all_valid = c == nullptr || !c->may_have_nulls();
   if (kind_ == AggKind::kCount) {  // count() and count(column): the counts, in bulk
     auto* o = reinterpret_cast<int64_t*>(out.append_fixed_n(static_cast<int64_t>(n)));
+    // A count's step is a few operations, so the state it will need is requested further ahead
+    // than the key table's distance: a memory access's latency is more of its rows (sessions
+    // pipeline, 1 input, 2 workers: running 41.1-42.3 ns per tuple with KeyTable::kPrefetchAhead,
+    // 38.9-40.7 with 96 rows, 37.3-39.8 with 192).
+    constexpr size_t kAhead = 6 * KeyTable::kPrefetchAhead;
     for (size_t i = 0; i < n; ++i) {
       // A count touches its cell's first 8 bytes only: one line.
-      if (i + KeyTable::kPrefetchAhead < n) pao::prefetch(&cells_[slots[i + KeyTable::kPrefetchAhead]].n);
+      if (i + kAhead < n) pao::prefetch(&cells_[slots[i + kAhead]].n);
       Cell& cell = cells_[slots[i]];
       if (restarts != nullptr && restarts[i]) cell.n = 0;  // a count's whole state
       cell.n += all_valid || c->is_valid(rows[i]);
