@@ -169,7 +169,7 @@ void gather_bitmap(std::span<const SourceColumn> src, std::span<const RowRef> ro
 
 // out[i] = the set bits of in[i], i < n. A build for the baseline x86-64 counts them in a dozen
 // operations each (core/bits.h, popcount); a merge of 20 inputs counts 20 masks per 64 rows, where
-// that was 4% of its time (one thread; 85 -> 89 M t/s with the instruction). So on x86-64 a second
+// that was 4% of its time (one thread: 2-4% faster with the instruction). So on x86-64 a second
 // build of the loop uses the popcnt instruction, chosen once per process by what the CPU has. By a
 // flag rather than GCC's target_clones: their ifunc resolver runs before ThreadSanitizer's runtime
 // is set up, and crashed every test binary of a -fsanitize=thread build.
