@@ -5,6 +5,7 @@
 #include <atomic>
 #include <bit>
 #include <cstdlib>
+#include <deque>
 #include <mutex>
 #include <new>
 #include <pthread.h>
@@ -44,9 +45,14 @@ size_t class_of(size_t bytes) noexcept {
   return 4 * (octave - 1) + quarter;
 }
 
+struct Idle {
+  uint8_t* block;
+  uint64_t freed;  // Pool::frees when it came back: the least is the pool's least recently used
+};
+
 struct FreeList {
   std::mutex mutex;
-  std::vector<uint8_t*> blocks;  // newest last: the most recently used memory goes out first
+  std::deque<Idle> blocks;  // oldest first, newest last: the most recently used memory goes out first
 };
 
 struct Pool {
@@ -56,6 +62,7 @@ struct Pool {
   std::atomic<uint64_t> idle{0};
   std::atomic<uint64_t> reused{0};
   std::atomic<uint64_t> fresh{0};
+  std::atomic<uint64_t> frees{0};  // blocks taken back so far: their order of return
 };
 
 Pool& pool();
@@ -86,6 +93,32 @@ Pool& pool() {
   return *p;
 }
 
+// Frees the idle block returned longest ago (each list's first is its oldest); false when none is
+// idle. The lists are read one lock at a time, so the block found may be taken meanwhile: that
+// list's oldest then goes instead, or, if it is empty by then, nothing (the caller looks again).
+bool evict_oldest(Pool& p) {
+  size_t oldest = kClasses;
+  uint64_t when = UINT64_MAX;
+  for (size_t c = 0; c < kClasses; ++c) {
+    std::lock_guard lock(p.lists[c].mutex);
+    if (!p.lists[c].blocks.empty() && p.lists[c].blocks.front().freed < when) {
+      when = p.lists[c].blocks.front().freed;
+      oldest = c;
+    }
+  }
+  if (oldest == kClasses) return false;
+  uint8_t* block = nullptr;
+  {
+    std::lock_guard lock(p.lists[oldest].mutex);
+    if (p.lists[oldest].blocks.empty()) return true;
+    block = p.lists[oldest].blocks.front().block;
+    p.lists[oldest].blocks.pop_front();
+  }
+  p.idle.fetch_sub(class_size(oldest), std::memory_order_relaxed);
+  std::free(block);
+  return true;
+}
+
 uint8_t* allocate_new(size_t bytes) {
   // aligned_alloc wants a multiple of the alignment (Buffer asks for one; be safe for any caller).
   auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) & ~size_t{63}));
@@ -108,7 +141,7 @@ uint8_t* pool_allocate(size_t bytes, size_t* capacity) {
     FreeList& list = p.lists[k];
     std::lock_guard lock(list.mutex);
     if (list.blocks.empty()) continue;
-    uint8_t* block = list.blocks.back();
+    uint8_t* block = list.blocks.back().block;
     list.blocks.pop_back();
     *capacity = class_size(k);
     p.idle.fetch_sub(*capacity, std::memory_order_relaxed);
@@ -127,16 +160,26 @@ void pool_free(uint8_t* block, size_t capacity) noexcept {
     return;
   }
   Pool& p = pool();
-  // Reserve the idle room first, so concurrent frees never take the pool past its limit.
-  if (p.idle.fetch_add(capacity, std::memory_order_relaxed) + capacity > p.limit) {
-    p.idle.fetch_sub(capacity, std::memory_order_relaxed);
+  if (capacity > p.limit) {
     std::free(block);
     return;
+  }
+  // Reserve the idle room first, so that concurrent frees never keep the pool past its limit; make
+  // it by evicting the least recently returned blocks of any class. The block freed now is the
+  // likeliest to be asked for again (a run allocates what it just freed), while a full pool kept
+  // as it was would hold a previous workload's sizes for good: after a 1-input pipeline, a 4-input
+  // one found the pool full of the other's classes and took 40% of its buffers fresh, every run.
+  while (p.idle.fetch_add(capacity, std::memory_order_relaxed) + capacity > p.limit) {
+    p.idle.fetch_sub(capacity, std::memory_order_relaxed);
+    if (!evict_oldest(p)) {
+      std::free(block);
+      return;
+    }
   }
   FreeList& list = p.lists[class_of(capacity)];
   try {
     std::lock_guard lock(list.mutex);
-    list.blocks.push_back(block);
+    list.blocks.push_back({block, p.frees.fetch_add(1, std::memory_order_relaxed)});
   } catch (...) {  // no memory for the list's growth: the block goes back instead
     p.idle.fetch_sub(capacity, std::memory_order_relaxed);
     std::free(block);
@@ -153,12 +196,12 @@ uint64_t pool_release() noexcept {
   Pool& p = pool();
   uint64_t released = 0;
   for (size_t c = 0; c < kClasses; ++c) {
-    std::vector<uint8_t*> blocks;
+    std::deque<Idle> blocks;
     {
       std::lock_guard lock(p.lists[c].mutex);
       blocks.swap(p.lists[c].blocks);
     }
-    for (uint8_t* b : blocks) std::free(b);
+    for (const Idle& b : blocks) std::free(b.block);
     released += blocks.size() * class_size(c);
   }
   p.idle.fetch_sub(released, std::memory_order_relaxed);

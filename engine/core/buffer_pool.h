@@ -8,12 +8,14 @@
 //
 // Size classes step by a quarter of a power of two (64 KiB, 80, 96, 112, 128, 160, ...), so a
 // buffer's capacity is at most 25% above its request. Idle buffers are kept up to
-// PoolStats::idle_limit bytes in all (the newest first); beyond that a freed buffer goes back to the allocator, so the
-// memory the pool holds on top of live batches is bounded. pool_release() hands every idle buffer
-// back.
+// PoolStats::idle_limit bytes in all: a buffer freed into a full pool makes its room by sending the
+// least recently freed idle buffers (of any class) back to the allocator, so the memory the pool
+// holds on top of live batches is bounded and is what the current work uses. pool_release() hands
+// every idle buffer back.
 //
 // Thread safety: any thread may allocate and free (batches are released by whichever thread drops
-// them last, Python's included); each class's list has its own mutex, held for a push or a pop.
+// them last, Python's included); each class's list has its own mutex, held for a push or a pop (an
+// eviction reads the lists one lock at a time, never two at once, so there is no lock order).
 // Under AddressSanitizer the pool is off (every buffer comes from and returns to the allocator),
 // so a use after free is still caught.
 #include <cstddef>

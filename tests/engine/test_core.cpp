@@ -96,6 +96,35 @@ TEST(buffer_pool_reuses_large_buffers) {
   CHECK(next.size() == size_t{1} << 20);
 }
 
+// A buffer freed into a full pool is kept, and the least recently freed idle buffer (another
+// class's) goes back to the allocator instead: the pool follows the sizes in use.
+TEST(buffer_pool_keeps_the_latest_buffers_when_full) {
+  pool_release();
+  const size_t big = kPoolMax;  // a class of its own, the largest
+  const uint64_t limit = pool_stats().idle_limit;
+  const size_t fill = static_cast<size_t>(limit / big);
+  if (fill == 0) return;  // a limit below one block (PYARROW_OPS_IDLE_MIB): nothing to fill
+  std::vector<std::pair<uint8_t*, size_t>> held(fill);
+  for (auto& [block, capacity] : held) block = pool_allocate(big, &capacity);
+  for (auto& [block, capacity] : held) pool_free(block, capacity);
+  const PoolStats full = pool_stats();
+  size_t capacity = 0;
+  uint8_t* small = pool_allocate(size_t{1} << 20, &capacity);
+  small[0] = 1;
+  pool_free(small, capacity);
+  const PoolStats after = pool_stats();
+  CHECK(after.idle_bytes <= limit);
+  size_t again = 0;
+  uint8_t* b = pool_allocate(size_t{1} << 20, &again);
+  if (full.idle_bytes == fill * big) {  // pooled (not under AddressSanitizer)
+    CHECK_EQ(after.idle_bytes, (fill - 1) * big + capacity);  // one big block made room
+    CHECK(b == small);
+    CHECK_EQ(pool_stats().reused, after.reused + 1);
+  }
+  pool_free(b, again);
+  pool_release();
+}
+
 TEST(slice_shares_buffers) {
   auto sch = fixtures::time_string_schema();
   Batch b = fixtures::time_string_batch(sch, {1, 2, 3, 4}, {"a", "bb", "", "d"},
