@@ -334,6 +334,7 @@ class InOrderRows {
   // the deposits of four. Sources without a bitmap count as ones.
   static constexpr size_t kMinSparseSources = 8;
   bool gather_sparse_bits(const std::array<From, kMaxSources>& from, uint8_t* out) const {
+    if (k_ < kMinSparseSources) return false;
     int64_t ones = 0;
     for (size_t s = 0; s < k_; ++s) {
       const From& f = from[s];
@@ -348,7 +349,7 @@ class InOrderRows {
     }
     const bool majority = 2 * ones >= rows_;
     const int64_t exceptions = majority ? rows_ - ones : ones;
-    if (k_ < kMinSparseSources || exceptions * 256 > rows_ * static_cast<int64_t>(k_)) return false;
+    if (exceptions * 256 > rows_ * static_cast<int64_t>(k_)) return false;
     if (majority && rows_ > 0) {
       std::memset(out, 0xff, words_ * 8);
       const auto tail = static_cast<unsigned>(rows_ % 64);  // the last word's rows, if it is not whole
@@ -395,7 +396,8 @@ class InOrderRows {
     return true;
   }
 
-  // counts_ and taken_ from masks_ (of words_ words of k_ sources): what plan() and adopt() share.
+  // counts_, cum_ and taken_ from masks_ (of words_ words of k_ sources): what plan() and adopt()
+  // share.
   void count() {
     counts_.resize(words_ * k_);
     popcounts(masks_.data(), words_ * k_, counts_.data());
