@@ -482,7 +482,7 @@ class Running final : public AppendingOperator<RunningPart> {
     // running state needs): one column read and one state vector at a time.
     for (size_t j = 0; j < part.aggs.size(); ++j) {
       window::AggStates& a = part.aggs[j];
-      if (keys > a.size()) a.resize(std::max<size_t>({16, 2 * a.size(), keys}));
+      if (keys > a.size()) a.resize(keys);  // amortized: resize grows the capacity geometrically
       a.run_indexed(part.ids.data(), in, rows.data(), restarts, rows.size(), added[j]);
     }
     return appended(rows, added);
