@@ -41,22 +41,9 @@ bool split(uint64_t bits, Split& out) noexcept {
 // multiple of the least subnormal and its leading bit lands on the double grid. Only the top 53
 // bits (fewer below 2^-1022) survive; the bits under them decide the rounding.
 double round_scaled(u128 mag, int32_t e0, bool negative) noexcept {
+  if (double r; ExactSum::round_normal(mag, e0, negative, r)) [[likely]] return r;
   const int length = bit_length(mag);
-  const int32_t top = e0 + length - 1;                    // the exponent of the leading bit
-  // A normal result: the top 64 bits of mag, with a sticky bit for any nonzero bit below them,
-  // convert to the double that mag would round to (64 bits leave 11 under a double's 53, so the
-  // sticky bit only ever turns an exact half into more than half, as the bits it stands for do),
-  // and the scaling by a power of two is exact. The conversion rounds in the hardware, where
-  // the path below decides the rounding with a compare a running sum() mispredicts about every
-  // other row.
-  const int drop = std::max(length - 64, 0);
-  const int32_t low = e0 + drop;  // the exponent of the top 64 bits' last
-  if (top >= -1022 && top <= 1023 && low >= -1022 && low <= 1023) [[likely]] {
-    const u128 below = drop == 0 ? 0 : mag & ((u128{1} << drop) - 1);
-    const uint64_t u = static_cast<uint64_t>(mag >> drop) | static_cast<uint64_t>(below != 0);
-    const double r = static_cast<double>(u) * std::bit_cast<double>(static_cast<uint64_t>(low + 1023) << 52);
-    return negative ? -r : r;
-  }
+  const int32_t top = e0 + length - 1;  // the exponent of the leading bit
   const int precision = top >= -1022 ? 53 : top + 1075;  // subnormals keep fewer bits; >= 1
   const int shift = std::max(length - precision, 0);     // bits dropped
   auto q = static_cast<uint64_t>(mag >> shift);

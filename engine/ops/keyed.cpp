@@ -505,11 +505,11 @@ class Running final : public AppendingOperator<RunningPart> {
   void load_key(RunningPart& part, uint32_t id, StateReader& in) const override {
     const int64_t t = in.get();
     if (t != INT64_MIN) part.times.set(id, t);
-    if (id >= part.epochs.size()) part.epochs.resize(std::max<size_t>(static_cast<size_t>(id) + 1, 2 * part.epochs.size()));
+    if (id >= part.epochs.size()) part.epochs.resize(static_cast<size_t>(id) + 1);
     part.epochs[id].seen = in.get() != 0;
     part.epochs[id].value = in.get();
     for (window::AggStates& a : part.aggs) {
-      if (id >= a.size()) a.resize(std::max<size_t>({16, 2 * a.size(), static_cast<size_t>(id) + 1}));
+      if (id >= a.size()) a.resize(static_cast<size_t>(id) + 1);
       if (!a.load(id, in.get_text())) in.bad();
     }
   }
@@ -519,7 +519,7 @@ class Running final : public AppendingOperator<RunningPart> {
   void mark_restarts(RunningPart& part, const Batch& in, std::span<const int64_t> rows) const {
     const Column& c = in.column(*epoch_);
     const DataType& type = input_->fields[*epoch_].type;
-    if (part.epochs.size() < part.keys.size()) part.epochs.resize(std::max(part.keys.size(), 2 * part.epochs.size()));
+    if (part.epochs.size() < part.keys.size()) part.epochs.resize(part.keys.size());
     part.restarts.resize(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
       if (i + KeyTable::kPrefetchAhead < rows.size()) pao::prefetch(&part.epochs[part.ids[i + KeyTable::kPrefetchAhead]]);
