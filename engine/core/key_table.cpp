@@ -145,21 +145,45 @@ uint32_t KeyTable::packed_id(const Column& c, int64_t row) {
   return value_id(key_order_value(types_[0], c, row));
 }
 
-void KeyTable::adopt(const Batch& batch, std::span<const int64_t> rows, std::span<const uint32_t> ids) {
-  const auto disagree = [&](size_t i) {
-    throw Error(ErrorKind::kUsage, "key tables of a fused chain disagree at row " + std::to_string(rows[i]) +
-                                       ": given id " + std::to_string(ids[i]) + ", " + std::to_string(size()) +
-                                       " keys here");
-  };
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (ids[i] < size()) {
-#ifndef NDEBUG
-      if (find(batch, rows[i]) != std::optional<uint32_t>(ids[i])) disagree(i);
-#endif
-      continue;
-    }
-    if (ids[i] != size() || id(batch, rows[i]) != ids[i]) disagree(i);
+void KeyTable::settle() {
+  if (lent_ <= count_) {
+    lender_ = nullptr;
+    lent_ = 0;
+    return;
   }
+  const KeyTable& from = *lender_;
+  if (columns_.empty() || from.columns_.size() != columns_.size() || from.packed_ != packed_) {
+    lent_ = 0;
+    if (columns_.empty()) return;
+    throw Error(ErrorKind::kUsage, "a key table lent keys of another shape");
+  }
+  // In id order, so each key gets the id it has in the lender: ids number keys in order of
+  // first appearance, and the lender's first appearances are this table's.
+  while (count_ < lent_) {
+    const auto want = static_cast<uint32_t>(count_);
+    uint32_t got;
+    if (packed_) {
+      got = want == from.null_id_ ? (null_id_ = add_packed(0)) : value_id(from.value_of_[want]);
+    } else {
+      const std::string_view key = from.encoding(want);
+      const uint64_t hash = from.hash_of_[want];
+      if (slots_.empty()) rehash_encoded(1024);
+      size_t slot;
+      got = probe_encoded(key, hash, slot);
+      if (got == kEmpty) got = insert_encoded(key, hash, slot);
+    }
+    if (got != want) {
+      throw Error(ErrorKind::kUsage, "key tables of a fused chain disagree: the lender's key " + std::to_string(want) +
+                                         " is key " + std::to_string(got) + " here");
+    }
+  }
+  lender_ = nullptr;
+  lent_ = 0;
+}
+
+void KeyTable::unsettled() const {
+  throw Error(ErrorKind::kUsage, "a key table read with " + std::to_string(lent_ - count_) +
+                                     " lent keys not taken in (KeyTable::settle)");
 }
 
 uint32_t KeyTable::value_id(uint64_t v) {
@@ -294,6 +318,7 @@ void KeyTable::encode(const Batch& batch, int64_t row, std::string& out) const {
 
 std::optional<uint32_t> KeyTable::find(const Batch& batch, int64_t row) const {
   if (columns_.empty()) return 0;
+  if (lent_ > count_) unsettled();
   if (!packed_) {
     if (count_ == 0) return std::nullopt;
     std::string key;
@@ -324,6 +349,7 @@ std::optional<uint32_t> KeyTable::find(const Batch& batch, int64_t row) const {
 }
 
 void KeyTable::ids(const Batch& batch, std::span<const int64_t> rows, std::vector<uint32_t>& out) {
+  if (lent_ > count_) settle();
   const size_t n = rows.size();
   out.resize(n);
   if (columns_.empty()) {
@@ -457,6 +483,7 @@ void KeyTable::rehash_encoded(size_t size) {
 
 void KeyTable::append(uint32_t id, std::vector<ColumnBuilder>& builders, size_t first) const {
   if (columns_.empty()) return;
+  if (lent_ > count_) unsettled();
   if (packed_) {
     if (id == null_id_) {
       builders[first].append_null();
@@ -498,6 +525,7 @@ void KeyTable::append(uint32_t id, std::vector<ColumnBuilder>& builders, size_t 
 void KeyTable::append_each(const uint32_t* ids, const uint32_t* order, size_t n,
                            std::vector<ColumnBuilder>& builders, size_t first) const {
   if (columns_.empty()) return;
+  if (lent_ > count_) unsettled();
   const TypeId t = packed_ ? types_[0].id : TypeId::kUtf8;
   const bool raw = packed_ && null_id_ == kEmpty && t != TypeId::kBool && t != TypeId::kFloat32 &&
                    t != TypeId::kFloat64;
@@ -516,6 +544,7 @@ void KeyTable::append_each(const uint32_t* ids, const uint32_t* order, size_t n,
 }
 
 void KeyTable::sort(const uint32_t* ids, std::vector<uint32_t>& order) {
+  if (lent_ > count_) settle();
   const size_t n = order.size();
   if (!packed_) {
     std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return encoding(ids[a]) < encoding(ids[b]); });

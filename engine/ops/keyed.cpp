@@ -20,11 +20,11 @@ DataType of(TypeId id) {
 
 // The key ids of rows `rows` into `ids`: looked up in `keys`, or in a keyed fused chain
 // (ops/fused.h) the ids the operator before gave the same rows (`given`, whose ids are this
-// table's too: KeyTable::adopt takes in the new keys).
+// table's too: `keys` borrows the new keys from the table that gave them, KeyTable::lend).
 void key_ids(KeyTable& keys, const Batch& in, std::span<const int64_t> rows, const Operator::KeyedRows* given,
              std::vector<uint32_t>& ids) {
-  if (given != nullptr && given->ids.size() == rows.size()) {
-    keys.adopt(in, rows, given->ids);
+  if (given != nullptr && given->keys != nullptr && given->ids.size() == rows.size()) {
+    keys.lend(*given->keys);
     ids.assign(given->ids.begin(), given->ids.end());
     return;
   }
@@ -151,7 +151,7 @@ class Sessionize final : public AppendingOperator<SessionPart> {
   // key starts.
   KeyedRows keyed_rows(size_t partition) const override {
     const SessionPart& part = *this->parts()[partition];
-    return {part.ids, part.opens};
+    return {part.ids, part.opens, &part.keys};
   }
 
  private:
@@ -246,7 +246,9 @@ class LagDelta final : public AppendingOperator<PreviousPart> {
                                const KeyedRows& given) override {
     return previous(in, rows, partition, &given);
   }
-  KeyedRows keyed_rows(size_t partition) const override { return {this->parts()[partition]->ids, {}}; }
+  KeyedRows keyed_rows(size_t partition) const override {
+    return {this->parts()[partition]->ids, {}, &this->parts()[partition]->keys};
+  }
 
   Batch previous(const Batch& in, std::span<const int64_t> rows, size_t partition, const KeyedRows* given) {
     PreviousPart& part = this->part(partition, in);
@@ -469,7 +471,9 @@ class Running final : public AppendingOperator<RunningPart> {
     mark_restarts(part, in, rows);
     return aggregate(part, in, rows, part.restarts.data());
   }
-  KeyedRows keyed_rows(size_t partition) const override { return {this->parts()[partition]->ids, {}}; }
+  KeyedRows keyed_rows(size_t partition) const override {
+    return {this->parts()[partition]->ids, {}, &this->parts()[partition]->keys};
+  }
 
  private:
   // The aggregates' columns for the rows whose key ids are in part.ids, restarting each key's

@@ -22,6 +22,10 @@
 
 #include "core/batch.h"
 
+namespace pao {
+class KeyTable;
+}
+
 namespace pao::ops {
 
 // Columns whose names start with this prefix are the engine's own bookkeeping (the row numbers
@@ -151,6 +155,7 @@ class Operator {
   struct KeyedRows {
     std::span<const uint32_t> ids;
     std::span<const uint8_t> new_epoch;
+    const KeyTable* keys = nullptr;  // the table that gave `ids` (KeyTable::lend)
   };
   // What the last process_appended() call on `partition` learnt of its rows (valid until the
   // next call on that partition; called by the worker that made it). Empty: nothing to hand on.

@@ -184,6 +184,7 @@ class PartitionedOperator : public Operator {
   std::vector<Batch> save_state() override {
     KeyStateBuilder out(*input_, keys_);
     for (const auto& part : parts_) {
+      part->keys.settle();  // a fused chain's later member holds its keys lent (KeyTable::lend)
       const size_t n = part->keys.size();
       for (uint32_t id = 0; id < n; ++id) out.add(part->keys, id, save_key(*part, id));
     }

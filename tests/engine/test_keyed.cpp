@@ -111,6 +111,60 @@ TEST(key_table_keeps_ids_across_dense_and_hashed) {
   }
 }
 
+// Keyed fusion's lent keys (KeyTable::lend): a table that borrows another's keys piece by piece,
+// and takes them in now and then (by a lookup of its own, or settle()), numbers every key as the
+// lender does and then reads like it (find, less, append); a reader called with keys lent and not
+// taken in is refused.
+TEST(a_key_table_that_borrows_keys_reads_like_its_lender) {
+  std::mt19937_64 rng(53);
+  for (int round = 0; round < 30; ++round) {
+    const Batch d = random_input(rng, 1 + static_cast<int64_t>(rng() % 300));
+    for (const auto& keys : kKeyChoices) {
+      KeyTable lender(*d.schema(), indices(d, keys));
+      KeyTable borrower(*d.schema(), indices(d, keys));
+      std::vector<uint32_t> given, own;
+      for (int64_t r = 0; r < d.num_rows();) {
+        std::vector<int64_t> rows;
+        const int64_t end = std::min<int64_t>(d.num_rows(), r + 1 + static_cast<int64_t>(rng() % 40));
+        for (; r < end; ++r)
+          if (rng() % 4 != 0) rows.push_back(r);
+        lender.ids(d, rows, given);
+        switch (rng() % 4) {
+          case 0:  // the piece looked up by the borrower itself: the lent keys go in first
+            borrower.ids(d, rows, own);
+            CHECK(own == given);
+            break;
+          case 1:
+            borrower.lend(lender);
+            borrower.settle();
+            break;
+          default:
+            borrower.lend(lender);
+        }
+        CHECK_EQ(borrower.size(), lender.size());
+      }
+      if (borrower.size() > 0 && !keys.empty()) {
+        borrower.lend(lender);
+        std::vector<ColumnBuilder> out;
+        for (size_t k : indices(d, keys)) out.emplace_back(d.schema()->fields[k].type);
+        // Lent keys are taken in by the lookups, not by the readers.
+        KeyTable fresh(*d.schema(), indices(d, keys));
+        fresh.lend(lender);
+        int64_t seen = 0;  // a row whose key the lender has
+        while (!lender.find(d, seen)) ++seen;
+        CHECK_THROWS_WITH(fresh.append(0, out, 0), ErrorKind::kUsage, "lent keys not taken in");
+        CHECK_THROWS_WITH(fresh.find(d, seen), ErrorKind::kUsage, "lent keys not taken in");
+        CHECK_EQ(fresh.id(d, seen), *lender.find(d, seen));
+      }
+      borrower.settle();
+      for (int64_t r = 0; r < d.num_rows(); ++r) CHECK(borrower.find(d, r) == lender.find(d, r));
+      const auto n = static_cast<uint32_t>(lender.size());
+      for (uint32_t a = 0; a < n; ++a)
+        for (uint32_t b = 0; b < n; ++b) CHECK_EQ(borrower.less(a, b), lender.less(a, b));
+    }
+  }
+}
+
 TEST(sessionize_equals_the_model_on_any_partitions) {
   for_inputs(1, 7, [](const Batch& d, const auto& keys, const auto& ids, auto& rng, const std::string& what) {
     for (int64_t gap : {0, 2, 7}) {
@@ -189,8 +243,8 @@ TEST(running_keyed_by_epoch_equals_running_per_key_and_session) {
 // A keyed fused chain (ops/fused.h): sessionize, running keyed by its epoch and lag over the same
 // keys, one operator on the same pieces, the later ones given the first one's key ids and new
 // sessions. Its output equals the three run one after the other over whole batches, on any
-// partitions and morsels (in a debug build, KeyTable::adopt and running check every given id
-// and new session against their own lookups).
+// partitions and morsels. The later members hold the first one's keys lent (KeyTable::lend):
+// the lag, lent by running, borrows from sessionize's table.
 TEST(a_keyed_fused_chain_equals_its_operators_run_one_after_another) {
   // Fixed-width results only in the middle (FusedChain::keyed_fusible); the last member may
   // append strings.
