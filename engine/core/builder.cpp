@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "core/bits.h"
 #include "core/error.h"
 
 namespace pao {
@@ -43,6 +44,19 @@ void ColumnBuilder::append_repeat(const void* value, int64_t n) {
     return;
   }
   for (int64_t i = 0; i < n; ++i) std::memcpy(at + static_cast<size_t>(i) * w, value, w);
+}
+
+void ColumnBuilder::set_null(int64_t row) {
+  if (nulls_ == 0) {  // the first null: every value so far is valid
+    validity_.resize(static_cast<size_t>(bitmap_bytes(size_)));
+    std::memset(validity_.data(), 0xFF, validity_.size());
+    if ((size_ & 7) != 0) validity_.back() = static_cast<uint8_t>((1u << (size_ & 7)) - 1);
+  }
+  if (get_bit(validity_.data(), row)) {
+    validity_.data()[row >> 3] &= static_cast<uint8_t>(~(1u << (row & 7)));
+    ++nulls_;
+  }
+  std::memset(values_.data() + row * width_, 0, static_cast<size_t>(width_));
 }
 
 void ColumnBuilder::append_null() {

@@ -39,6 +39,9 @@ class ColumnBuilder {
   }
   // Fixed layout: `n` copies of `value`.
   void append_repeat(const void* value, int64_t n);
+  // Fixed layout: value `row` (< size()) becomes null, its bytes zero. With append_fixed_n, the
+  // bulk path of a column whose nulls are rare (a running sum over a key's null values so far).
+  void set_null(int64_t row);
   void append_bool(bool value);
   void append_string(std::string_view value);
 

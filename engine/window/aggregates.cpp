@@ -402,7 +402,11 @@ void AggStates::run_indexed(const uint32_t* slots, const Batch& batch, const int
   if (!order_sensitive(kind_) && (kind_ == AggKind::kSum || kind_ == AggKind::kMean) &&
       in_type_.id == TypeId::kFloat64) {
     const double* v = c->typed<double>();
+    // A sum's values are written in bulk and its rare nulls (no value yet) set after; a mean's
+    // divide and its nulls go through emit().
     const bool sum = kind_ == AggKind::kSum;
+    const int64_t first = out.size();
+    auto* o = sum ? reinterpret_cast<double*>(out.append_fixed_n(static_cast<int64_t>(n))) : nullptr;
     for (size_t i = 0; i < n; ++i) {
       ahead(i);
       const uint32_t slot = slots[i];
@@ -414,12 +418,13 @@ void AggStates::run_indexed(const uint32_t* slots, const Batch& batch, const int
         // The exact sum's own inline step first (add_float's fast path), add_float for the rest.
         if (cell.wide != 0 || !cell.sum.add(x)) add_float(slot, x);
       }
-      if (!sum || cell.n == 0 || cell.wide != 0) {
+      if (!sum) {
         emit(slot, out);
-        continue;
+      } else if (cell.n == 0) [[unlikely]] {
+        out.set_null(first + static_cast<int64_t>(i));
+      } else {
+        o[i] = cell.wide == 0 ? cell.sum.value(cell.sum.round()) : float_sum(cell);
       }
-      const double total = cell.sum.value(cell.sum.round());
-      out.append_fixed(&total);
     }
     return;
   }
