@@ -54,6 +54,7 @@ class InputTimes {
     why_ = std::move(why);
   }
 
+  size_t column_index() const noexcept { return index_; }
   int64_t rows() const noexcept { return rows_; }
   // The least time the input may still deliver.
   int64_t floor() const noexcept { return floor_; }

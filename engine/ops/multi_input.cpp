@@ -56,7 +56,13 @@ void MergedPorts::push(size_t port, const Batch& in, int64_t bound, uint64_t tag
     const int64_t* t = times_[port].read(in);  // validates: no nulls, sorted, not below the bound
     Queued q;
     q.batch = in;
-    q.times.assign(t, t + n);
+    const Column& c = in.column(times_[port].column_index());
+    if (t == static_cast<const int64_t*>(c.values) + c.offset) {
+      q.times = t;  // no copy: a union's inputs are read once more, in drain()
+    } else {
+      q.widened.assign(t, t + n);  // read()'s buffer is reused at its next call
+      q.times = q.widened.data();
+    }
     q.position = p.rows;
     q.tag = tag;
     p.last = t[n - 1];
@@ -111,7 +117,7 @@ std::optional<MergedPorts::Run> MergedPorts::next(int64_t max_rows) {
   if (best == ports_.size()) return std::nullopt;
   const Queued& q = ports_[best].queue.front();
   const uint32_t rank = rank_[best];
-  const int64_t* t = q.times.data();
+  const int64_t* t = q.times;
   const int64_t begin = q.next;
   const int64_t end = q.batch.num_rows();
   int64_t stop = end;
@@ -159,32 +165,38 @@ int64_t MergedPorts::drain_with(const Keys& keys, int64_t lo, int64_t hi, std::v
                                 std::vector<RowRef>& rows) {
   using Key = typename Keys::Key;
   const size_t k = ports_.size();
+  // Cursors by rank, the tournament's leaves: a winner's order indexes its cursor directly, with
+  // no lookup of its port on the chain of dependent loads that each row's step is. With the
+  // queued times not copied (push()): the union of the stateless pipeline's 4 filtered inputs,
+  // 2 workers, alternating builds, 10.9-11.4 -> 9.3-10.6 ns per row.
   std::vector<Cursor> cur(k);
-  std::vector<uint32_t> port_of(k);  // the port of each rank: the tournament's leaves are ranks
+  std::vector<uint32_t> port_of(k);  // the port of each rank
   size_t queued = 0;
   for (size_t p = 0; p < k; ++p) {
-    port_of[rank_[p]] = static_cast<uint32_t>(p);
+    const uint32_t r = rank_[p];
+    port_of[r] = static_cast<uint32_t>(p);
     const Port& port = ports_[p];
     if (port.queue.empty()) continue;
     const Queued& q = port.queue.front();
-    cur[p] = {0, q.times.data(), q.next, q.batch.num_rows(), kNoSource};
+    cur[r] = {0, q.times, q.next, q.batch.num_rows(), kNoSource};
     for (const Queued& each : port.queue) queued += static_cast<size_t>(each.batch.num_rows() - each.next);
   }
   // At most every queued row: reserved (not touched) once, where growing by doubling copied the
   // rows and touched fresh pages twice over.
   rows.reserve(rows.size() + queued);
-  // Port p's key: its next queued row's, else its promise's (clamped into [lo - 1, hi + 1], see
-  // drain()), else, once it has ended, the key after every row (LoserTree::ended's: order
-  // leaves + rank).
+  // Rank r's key: its next queued row's, else its port's promise's (clamped into [lo - 1, hi + 1],
+  // see drain()), else, once the port has ended, the key after every row (LoserTree::ended's:
+  // order leaves + rank).
   const uint32_t leaves = leaves_for(k);
-  const auto key_of = [&](size_t p) -> Key {
-    const Cursor& c = cur[p];
-    if (c.pos < c.end) return keys.make(c.t[c.pos], rank_[p]);
-    if (ports_[p].ended) return keys.last(leaves + rank_[p]);
-    return keys.make(std::clamp(ports_[p].bound, lo - 1, hi + 1), rank_[p]);
+  const auto key_of = [&](uint32_t r) -> Key {
+    const Cursor& c = cur[r];
+    if (c.pos < c.end) return keys.make(c.t[c.pos], r);
+    const Port& port = ports_[port_of[r]];
+    if (port.ended) return keys.last(leaves + r);
+    return keys.make(std::clamp(port.bound, lo - 1, hi + 1), r);
   };
   std::vector<Key> first(k);
-  for (size_t p = 0; p < k; ++p) first[rank_[p]] = key_of(p);
+  for (uint32_t r = 0; r < k; ++r) first[r] = key_of(r);
   LoserTree<Keys> tree(keys, first);
 
   uint32_t last = static_cast<uint32_t>(k);  // the rank that won the last match, and how often in a row
@@ -195,13 +207,12 @@ int64_t MergedPorts::drain_with(const Keys& keys, int64_t lo, int64_t hi, std::v
     const Key w = tree.winner();
     if (!tree.live(w)) break;  // every port has ended and was taken
     const uint32_t r = keys.order(w);
-    const size_t p = port_of[r];
-    Cursor& c = cur[p];
+    Cursor& c = cur[r];
     // The least key is a promise: every queued row sorts after what that port may still send.
     if (c.pos == c.end) break;
     if (c.source == kNoSource) {
       c.source = static_cast<uint32_t>(sources.size());
-      sources.push_back(ports_[p].queue[c.qi].batch);
+      sources.push_back(ports_[port_of[r]].queue[c.qi].batch);
     }
     wins = r == last ? wins + 1 : 1;
     last = r;
@@ -226,17 +237,22 @@ int64_t MergedPorts::drain_with(const Keys& keys, int64_t lo, int64_t hi, std::v
     for (int64_t i = 0; i < take; ++i) rows.push_back({c.source, static_cast<uint32_t>(c.pos + i)});
     c.pos += take;
     next_ref = {c.source, static_cast<uint32_t>(c.pos)};
-    if (c.pos == c.end && c.qi + 1 < ports_[p].queue.size()) {
-      const Queued& q = ports_[p].queue[++c.qi];
-      c = {c.qi, q.times.data(), q.next, q.batch.num_rows(), kNoSource};
+    if (c.pos < c.end) [[likely]] {
+      tree.replay(r, keys.make(c.t[c.pos], r));
+      continue;
     }
-    tree.replay(r, key_of(p));
+    const Port& port = ports_[port_of[r]];
+    if (c.qi + 1 < port.queue.size()) {
+      const Queued& q = port.queue[++c.qi];
+      c = {c.qi, q.times, q.next, q.batch.num_rows(), kNoSource};
+    }
+    tree.replay(r, key_of(r));
   }
   // What was taken leaves the queues.
   for (size_t p = 0; p < k; ++p) {
     Port& port = ports_[p];
     if (port.queue.empty()) continue;
-    const Cursor& c = cur[p];
+    const Cursor& c = cur[rank_[p]];
     for (size_t i = 0; i < c.qi; ++i) port.queue.pop_front();
     if (c.pos == c.end) {
       port.queue.pop_front();

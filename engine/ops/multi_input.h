@@ -106,10 +106,17 @@ class MergedPorts {
  private:
   struct Queued {
     Batch batch;
-    std::vector<int64_t> times;
+    // The rows' times: the batch's own time column where it is 64-bit (`batch` keeps it), else
+    // `widened`, a wide copy (moving a Queued keeps its heap buffer, so `times` stays valid).
+    const int64_t* times = nullptr;
+    std::vector<int64_t> widened;
     int64_t next = 0;      // first row not yet taken
     int64_t position = 0;  // the stream position of row 0
     uint64_t tag = 0;
+    Queued() = default;
+    Queued(Queued&&) = default;
+    Queued& operator=(Queued&&) = default;
+    Queued(const Queued&) = delete;  // `times` may point into `widened`
   };
   struct Port {
     std::deque<Queued> queue;
