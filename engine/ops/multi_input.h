@@ -84,11 +84,13 @@ class MergedPorts {
   // Takes the first `rows` rows of the run next() returned.
   void consume(const Run& run, int64_t rows);
   // Takes every ready row, in the merged order, as rows of `sources` appended to `rows`; each
-  // queued batch joins `sources` when its first row is taken. Returns how many runs of consecutive
-  // rows of one batch the rows make. What next() and consume() do run by run, as one tournament of
-  // the ports (core/loser_tree.h) that plays a row at a time: inputs that interleave finely make
-  // runs of a row or two, where finding, describing and consuming each run cost several times the
-  // row's place in a loser tree. Every queued batch must have fewer than 2^32 rows.
+  // queued batch with a row taken joins `sources`. Returns about how many runs of consecutive rows
+  // of one batch the rows make (a run cut in two by the lanes counts twice). What next() and
+  // consume() do run by run, as tournaments of the ports (core/loser_tree.h) that play a row at a
+  // time: inputs that interleave finely make runs of a row or two, where finding, describing and
+  // consuming each run cost several times the row's place in a loser tree. The ready rows are
+  // found first and cut in two at a pivot key, and two tournaments merge the halves in one loop.
+  // Every queued batch must have fewer than 2^32 rows.
   int64_t drain(std::vector<Batch>& sources, std::vector<RowRef>& rows);
 
   // Every tuple still to be taken (queued or to come) has time >= frontier(); INT64_MAX once

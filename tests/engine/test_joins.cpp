@@ -75,7 +75,7 @@ std::vector<Row> random_rows(std::mt19937_64& rng, size_t n, int keys, int64_t s
 // by its last time as bound, sometimes by a pulse alone (a later bound, at most the next time),
 // and finally each stream's end; returns every output row in order.
 std::vector<Row> feed(ops::MultiInputOperator& op, const std::vector<std::shared_ptr<const Schema>>& schemas,
-                      const std::vector<std::vector<Row>>& streams, std::mt19937_64& rng) {
+                      const std::vector<std::vector<Row>>& streams, std::mt19937_64& rng, size_t most = 6) {
   std::vector<size_t> next(streams.size(), 0);
   std::vector<bool> ended(streams.size(), false);
   std::vector<Row> out;
@@ -94,7 +94,7 @@ std::vector<Row> feed(ops::MultiInputOperator& op, const std::vector<std::shared
       ended[p] = true;
       continue;
     }
-    const size_t len = std::min(s.size() - next[p], static_cast<size_t>(1 + rng() % 6));
+    const size_t len = std::min(s.size() - next[p], static_cast<size_t>(1 + rng() % most));
     std::vector<Row> chunk(s.begin() + static_cast<std::ptrdiff_t>(next[p]),
                            s.begin() + static_cast<std::ptrdiff_t>(next[p] + len));
     next[p] += len;
@@ -208,22 +208,24 @@ TEST(union_is_the_merged_order_whatever_the_feeding) {
   std::mt19937_64 rng(1);
   for (int round = 0; round < 600; ++round) {
     // Up to 6 ports (a tournament with padding leaves); in some rounds long streams whose time
-    // steps differ by port (long runs of one port: the galloping path), and in some times spread
-    // over 2^62 (too wide for narrow tournament keys).
+    // steps differ by port (long runs of one port: the galloping path), in some times spread over
+    // 2^62 (too wide for narrow tournament keys), and in some long streams in batches of up to
+    // 400 rows, so that a push makes hundreds of rows ready (the drain's two lanes).
     const size_t ports = 1 + rng() % 6;
     const bool long_runs = round % 3 == 1;
     const bool wide = round % 4 == 3;
+    const bool big = round % 5 == 2 && !wide;  // wide times scale the times by 2^52: short streams only
     std::vector<std::vector<Row>> streams;
     std::vector<std::shared_ptr<const Schema>> schemas(ports, kLeft);
     for (size_t p = 0; p < ports; ++p) {
       const int64_t step = long_runs && !wide ? int64_t{1} << (rng() % 6) : 3;
-      streams.push_back(random_rows(rng, rng() % (long_runs ? 300 : 20), 3, step));
+      streams.push_back(random_rows(rng, rng() % (big ? 3000 : long_runs ? 300 : 20), 3, step));
       if (wide) {
         for (Row& r : streams.back()) r[0] = (r[0] - 500) * (int64_t{1} << 52);
       }
     }
     auto op = ops::make_union(schemas, "t");
-    REQUIRE(same(feed(*op, schemas, streams, rng), union_expected(streams)));
+    REQUIRE(same(feed(*op, schemas, streams, rng, big ? 400 : 6), union_expected(streams)));
     CHECK_EQ(op->output_bound(), INT64_MAX);
   }
 }
