@@ -113,4 +113,21 @@ class LoserTree {
   Key winner_ = 1;
 };
 
+// Runs the steps of two lanes (each step() false once its lane is done) in one loop, then the rest
+// of the one left: a lane's step is one chain of dependent loads and compares (the winner's
+// input, its next time, the matches up its tree, the next winner), so one lane alone leaves the
+// core waiting on latency, and two independent chains fill each other's waits. The merge's parts
+// (gate/merge.cpp) and the union's drain (ops/multi_input.cpp) run their lanes so.
+template <class A, class B>
+inline void step_together(A& a, B& b) {
+  bool more_a = true;
+  bool more_b = true;
+  while (more_a && more_b) {
+    more_a = a.step();
+    more_b = b.step();
+  }
+  while (more_a) more_a = a.step();
+  while (more_b) more_b = b.step();
+}
+
 }  // namespace pao

@@ -460,23 +460,13 @@ class Merge final : public BatchSource {
     });
   }
 
-  // Merges two parts at once, a row of each in turn. A lane's step is one chain of dependent
-  // loads and compares (the winner's input, its next time, the matches up the tree, the next
-  // winner), so a lane alone leaves the core waiting on latency; two independent chains in one
-  // loop fill that wait.
+  // Merges two parts at once, a row of each in turn (step_together, core/loser_tree.h).
   void merge_pair(Part& a, Part& b, const std::vector<Batch>& sources) const {
     with_keys(a, b, [&](const auto& ka, const auto& kb, auto masks) {
       using L = Lane<std::decay_t<decltype(ka)>, decltype(masks)::value>;
       L x(*this, ka, a, sources);
       L y(*this, kb, b, sources);
-      bool more_x = true;
-      bool more_y = true;
-      while (more_x && more_y) {
-        more_x = x.step();
-        more_y = y.step();
-      }
-      while (more_x) more_x = x.step();
-      while (more_y) more_y = y.step();
+      step_together(x, y);
     });
   }
 

@@ -160,10 +160,8 @@ struct Stretch {
 };
 
 // One lane of drain(): the merge of each rank's stretches (stretches[r], in order) into out[0, ...).
-// A step is one chain of dependent loads and compares (the winner's cursor, its next time, the
-// matches up the tree, the next winner), so drain() runs two lanes over the two halves of the
-// rows in one loop (step() inlined into it): the two chains fill each other's waits, as the
-// merge's lanes do (gate/merge.cpp). The union of the stateless pipeline's 4 filtered inputs, 2
+// drain() runs two lanes over the two halves of the rows in one loop (step_together,
+// core/loser_tree.h; step() inlined into it), as the merge runs its parts (gate/merge.cpp). The union of the stateless pipeline's 4 filtered inputs, 2
 // workers, alternating builds: 9.2-10.3 ns per row with one tournament, 6.5-6.6 with two lanes.
 template <class Keys>
 class DrainLane {
@@ -337,14 +335,7 @@ int64_t MergedPorts::drain_with(const Keys& keys, int64_t lo, int64_t hi, std::v
   rows.resize(at + static_cast<size_t>(total));
   DrainLane<Keys> x(keys, std::move(before), rows.data() + at);
   DrainLane<Keys> y(keys, std::move(after), rows.data() + at + first_rows);
-  bool more_x = true;
-  bool more_y = true;
-  while (more_x && more_y) {
-    more_x = x.step();
-    more_y = y.step();
-  }
-  while (more_x) more_x = x.step();
-  while (more_y) more_y = y.step();
+  step_together(x, y);
   // What was taken leaves the queues.
   for (size_t p = 0; p < k; ++p) {
     Port& port = ports_[p];

@@ -15,6 +15,16 @@
 
 // --- Differential tests -------------------------------------------------------------------------
 
+// A random ascending subset of the next 1 to `most` rows of `d` from row `r`, as a partition sees a
+// morsel; `r` moves past them.
+std::vector<int64_t> some_next_rows(std::mt19937_64& rng, const Batch& d, int64_t& r, int64_t most) {
+  std::vector<int64_t> rows;
+  const int64_t end = std::min<int64_t>(d.num_rows(), r + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(most)));
+  for (; r < end; ++r)
+    if (rng() % 4 != 0) rows.push_back(r);
+  return rows;
+}
+
 // KeyTable::ids (the operators' bulk path, keys encoded column by column) numbers keys exactly as
 // id() row by row does, and a table filled in bulk answers find(), less() and append() as one
 // filled row by row: the two encodings of a key (a null included) are the same bytes.
@@ -27,11 +37,7 @@ TEST(key_table_bulk_ids_equal_row_ids) {
       KeyTable bulk(*d.schema(), indices(d, keys));
       std::vector<uint32_t> got;
       for (int64_t r = 0; r < d.num_rows();) {
-        // A random ascending subset of the next rows, as a partition sees a morsel.
-        std::vector<int64_t> rows;
-        const int64_t end = std::min<int64_t>(d.num_rows(), r + 1 + static_cast<int64_t>(rng() % 60));
-        for (; r < end; ++r)
-          if (rng() % 4 != 0) rows.push_back(r);
+        const std::vector<int64_t> rows = some_next_rows(rng, d, r, 60);
         bulk.ids(d, rows, got);
         REQUIRE(got.size() == rows.size());
         for (size_t i = 0; i < rows.size(); ++i) CHECK_EQ(got[i], one.id(d, rows[i]));
@@ -124,10 +130,7 @@ TEST(a_key_table_that_borrows_keys_reads_like_its_lender) {
       KeyTable borrower(*d.schema(), indices(d, keys));
       std::vector<uint32_t> given, own;
       for (int64_t r = 0; r < d.num_rows();) {
-        std::vector<int64_t> rows;
-        const int64_t end = std::min<int64_t>(d.num_rows(), r + 1 + static_cast<int64_t>(rng() % 40));
-        for (; r < end; ++r)
-          if (rng() % 4 != 0) rows.push_back(r);
+        const std::vector<int64_t> rows = some_next_rows(rng, d, r, 40);
         lender.ids(d, rows, given);
         switch (rng() % 4) {
           case 0:  // the piece looked up by the borrower itself: the lent keys go in first
