@@ -82,7 +82,7 @@ class KeyTable {
   // call it at once while nobody calls id() (a lookup table built once, then read).
   std::optional<uint32_t> find(const Batch& batch, int64_t row) const;
   size_t size() const noexcept { return columns_.empty() ? 1 : std::max(count_, lent_); }
-  // Output order of two ids.
+  // Output order of two ids (keys taken in: see lend()).
   bool less(uint32_t a, uint32_t b) const noexcept {
     if (packed_) {
       if (a == null_id_ || b == null_id_) return b == null_id_ && a != b;  // null sorts last
