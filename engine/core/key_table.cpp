@@ -146,20 +146,18 @@ uint32_t KeyTable::packed_id(const Column& c, int64_t row) {
 }
 
 void KeyTable::settle() {
-  if (lent_ <= count_) {
-    lender_ = nullptr;
-    lent_ = 0;
-    return;
-  }
-  const KeyTable& from = *lender_;
-  if (columns_.empty() || from.columns_.size() != columns_.size() || from.packed_ != packed_) {
-    lent_ = 0;
-    if (columns_.empty()) return;
+  const KeyTable* lender = lender_;
+  const size_t lent = lent_;
+  lender_ = nullptr;
+  lent_ = 0;
+  if (lent <= count_ || columns_.empty()) return;  // nothing lent (a single group has no keys)
+  const KeyTable& from = *lender;
+  if (from.columns_.size() != columns_.size() || from.packed_ != packed_) {
     throw Error(ErrorKind::kUsage, "a key table lent keys of another shape");
   }
   // In id order, so each key gets the id it has in the lender: ids number keys in order of
   // first appearance, and the lender's first appearances are this table's.
-  while (count_ < lent_) {
+  while (count_ < lent) {
     const auto want = static_cast<uint32_t>(count_);
     uint32_t got;
     if (packed_) {
@@ -177,8 +175,6 @@ void KeyTable::settle() {
                                          " is key " + std::to_string(got) + " here");
     }
   }
-  lender_ = nullptr;
-  lent_ = 0;
 }
 
 void KeyTable::unsettled() const {

@@ -159,10 +159,11 @@ struct Stretch {
   uint32_t source;
 };
 
-// One lane of drain(): the merge of each rank's stretches (stretches[r], in order) into out[0, ...).
-// drain() runs two lanes over the two halves of the rows in one loop (step_together,
-// core/loser_tree.h; step() inlined into it), as the merge runs its parts (gate/merge.cpp). The union of the stateless pipeline's 4 filtered inputs, 2
-// workers, alternating builds: 9.2-10.3 ns per row with one tournament, 6.5-6.6 with two lanes.
+// One lane of drain(): the merge of each rank's stretches (stretches[r], in order) into
+// out[0, ...). drain() runs two lanes over the two halves of the rows in one loop (step_together,
+// core/loser_tree.h; step() inlined into it), as the merge runs its parts (gate/merge.cpp). The
+// union of the stateless pipeline's 4 filtered inputs, 2 workers, alternating builds: 9.2-10.3 ns
+// per row with one tournament, 6.5-6.6 with two lanes.
 template <class Keys>
 class DrainLane {
  public:
@@ -218,9 +219,9 @@ class DrainLane {
     Cursor& c = cur_[r];
     const std::vector<Stretch>& mine = stretches_[r];
     while (c.stretch < mine.size()) {
-      const Stretch& p = mine[c.stretch++];
-      if (p.from == p.to) continue;
-      c = {p.t, p.from, p.to, p.source, c.stretch};
+      const Stretch& s = mine[c.stretch++];
+      if (s.from == s.to) continue;
+      c = {s.t, s.from, s.to, s.source, c.stretch};
       return keys_.make(c.t[c.pos], r);
     }
     return keys_.last(leaves_ + r);
@@ -270,16 +271,17 @@ int64_t MergedPorts::drain_with(const Keys& keys, int64_t lo, int64_t hi, std::v
       next_least = promise;
     }
   }
+  // The first of rows [from, to) of times `t` (rank r's) whose key is `key` or after: the times
+  // are sorted, so the keys are.
+  const auto first_from = [&](const int64_t* t, int64_t from, int64_t to, uint32_t r, Key key) {
+    return std::partition_point(t + from, t + to, [&](int64_t x) { return keys.make(x, r) < key; }) - t;
+  };
   // Port p's queued rows before `end_key`, a stretch for each of its front batches.
   const auto rows_before = [&](size_t p, Key end_key, std::vector<Stretch>& out) {
-    const uint32_t r = rank_[p];
     for (const Queued& q : ports_[p].queue) {
-      const int64_t* t = q.times;
       const int64_t n = q.batch.num_rows();
-      // The first row at or after end_key (the times are sorted, so the keys are).
-      const int64_t end =
-          std::partition_point(t + q.next, t + n, [&](int64_t x) { return keys.make(x, r) < end_key; }) - t;
-      out.push_back({t, q.next, end, 0});
+      const int64_t end = first_from(q.times, q.next, n, rank_[p], end_key);
+      out.push_back({q.times, q.next, end, 0});
       if (end < n) break;
     }
   };
@@ -324,8 +326,7 @@ int64_t MergedPorts::drain_with(const Keys& keys, int64_t lo, int64_t hi, std::v
   for (size_t p = 0; p < k; ++p) {
     const uint32_t r = rank_[p];
     for (const Stretch& stretch : taken[p]) {
-      const int64_t cut = std::partition_point(stretch.t + stretch.from, stretch.t + stretch.to,
-                                               [&](int64_t x) { return keys.make(x, r) < pivot; }) - stretch.t;
+      const int64_t cut = first_from(stretch.t, stretch.from, stretch.to, r, pivot);
       before[r].push_back({stretch.t, stretch.from, cut, stretch.source});
       after[r].push_back({stretch.t, cut, stretch.to, stretch.source});
       first_rows += cut - stretch.from;
